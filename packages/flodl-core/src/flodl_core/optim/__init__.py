@@ -1,0 +1,3 @@
+"""Optimizers with parameter-group builders, schedulers, clipping."""
+
+__all__: list[str] = []
