@@ -75,12 +75,19 @@ def _cmd_test(nox_args: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fdl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `run` and `test` pass everything after them through untouched (argparse would try to
+    # interpret a forwarded `-s lint` itself).
+    if argv and argv[0] == "test":
+        return _cmd_test(argv[1:])
+    if argv and argv[0] == "run" and not (len(argv) > 1 and argv[1] in ("-h", "--help")):
+        rest = argv[1:]
+        if rest and not rest[0].startswith("-"):
+            return _cmd_run(rest[0], rest[1:])
+        return _cmd_run(None, rest)
     args = _parser().parse_args(argv)
-    if args.command == "run":
-        return _cmd_run(args.script, args.args)
-    if args.command == "test":
-        return _cmd_test(args.nox_args)
-    _parser().print_help()
+    if args.command is None:
+        _parser().print_help()
     return 0
 
 
