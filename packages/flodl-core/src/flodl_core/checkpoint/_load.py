@@ -1,0 +1,110 @@
+"""Loading ``.fdl`` checkpoints into a module, all or nothing."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .._errors import CheckpointError
+from ._format import ZERO_HASH
+from ._hash import parse_hash
+from ._io import PathLike
+from ._module import module_tensors
+from ._read import read_checkpoint
+from ._tensors import tensor_from_bytes
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What a load did.
+
+    ``loaded``: model names given a value from the file (model order). ``skipped``: file names
+    no model tensor matched (file order). ``missing``: model names absent from the file (model
+    order). ``metadata``: the file's metadata dict (empty when it has none).
+    """
+
+    loaded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def _names(names: list[str], limit: int = 20) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def load_checkpoint(
+    module: nn.Module,
+    path: PathLike,
+    strict: bool = True,
+    expected_hash: str | None = None,
+) -> LoadReport:
+    """Load a ``.fdl`` file (gzip when ``*.gz``) into ``module`` by exact ``state_dict`` name.
+
+    Strict by default: a model tensor missing from the file or a file tensor the model lacks is
+    an error listing them; ``strict=False`` loads what matches and reports the rest. A shape
+    mismatch is always an error. Values are converted to each model tensor's dtype and device.
+    When ``expected_hash`` and the file's hash are both set and differ, the architectures differ
+    and nothing is loaded.
+
+    The whole file is read and checked before the module is touched: on any error the module is
+    left exactly as it was.
+    """
+    expected = parse_hash(expected_hash, "expected_hash")
+    ckpt = read_checkpoint(path)
+    file_hash = ckpt.header.hash
+    if expected != ZERO_HASH and file_hash != ZERO_HASH and expected != file_hash:
+        raise CheckpointError(
+            f"checkpoint {ckpt.path}: architecture mismatch: file={file_hash.hex()} "
+            f"model={expected.hex()}"
+        )
+
+    targets = module_tensors(module)
+    entries = {e.name: e for e in ckpt.entries}
+    target_names = {name for name, _ in targets}
+    missing = [name for name, _ in targets if name not in entries]
+    skipped = [e.name for e in ckpt.entries if e.name not in target_names]
+    if strict and (missing or skipped):
+        parts = []
+        if missing:
+            parts.append(f"missing from the file: {_names(missing)}")
+        if skipped:
+            parts.append(f"not in the model: {_names(skipped)}")
+        raise CheckpointError(
+            f"checkpoint {ckpt.path} does not match the model ({'; '.join(parts)}); "
+            "pass strict=False to load the matching part"
+        )
+
+    mismatched = [
+        f"{name}: file {list(entries[name].shape)} vs model {list(t.shape)}"
+        for name, t in targets
+        if name in entries and entries[name].shape != tuple(t.shape)
+    ]
+    if mismatched:
+        raise CheckpointError(
+            f"checkpoint {ckpt.path}: shape mismatch for {len(mismatched)} tensor(s): "
+            + "; ".join(mismatched)
+        )
+
+    values: OrderedDict[str, torch.Tensor] = OrderedDict()
+    for name, t in targets:
+        if name in entries:
+            e = entries[name]
+            assert e.data is not None
+            values[name] = tensor_from_bytes(e.data, e.shape, e.dtype).to(
+                device=t.device, dtype=t.dtype
+            )
+    # load_state_dict keeps parameter identity (optimizers hold references) and runs the
+    # modules' own load hooks; the per-module versions keep their upgrade logic quiet.
+    values._metadata = getattr(module.state_dict(keep_vars=True), "_metadata", None)  # type: ignore[attr-defined]
+    try:
+        module.load_state_dict(values, strict=False)
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"checkpoint {ckpt.path}: module refused the state: {e}") from e
+    return LoadReport(
+        loaded=list(values), skipped=skipped, missing=missing, metadata=dict(ckpt.metadata)
+    )

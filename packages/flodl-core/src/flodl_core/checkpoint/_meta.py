@@ -1,0 +1,60 @@
+"""Free-form ``dict[str, str]`` metadata carried inside a ``.fdl`` file.
+
+It travels as one reserved entry, :data:`META_NAME`, holding compact UTF-8 JSON packed into an
+i32 vector (padded with JSON whitespace to a multiple of 4 bytes). A Rust reader sees an ordinary
+entry no model owns and lists it as skipped; Python readers hide it and expose the dict instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from .._errors import CheckpointError, ConfigError
+from ._format import DType, Entry
+
+META_NAME = "__flodl_meta__"
+
+
+def check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    """A validated copy of ``metadata`` (``None`` -> empty)."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise ConfigError(f"metadata must be a dict[str, str], got {type(metadata).__name__}")
+    bad = [
+        f"{k!r}: {type(v).__name__}"
+        for k, v in metadata.items()
+        if not isinstance(k, str) or not isinstance(v, str)
+    ]
+    if bad:
+        raise ConfigError(f"metadata must map str to str; offending items: {', '.join(bad)}")
+    return dict(metadata)
+
+
+def encode_metadata(metadata: Mapping[str, str]) -> tuple[tuple[int, ...], DType, bytes]:
+    """``(shape, tag, bytes)`` of the reserved entry for a non-empty, validated dict."""
+    raw = json.dumps(dict(metadata), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    data = raw.encode("utf-8")
+    data += b" " * (-len(data) % 4)
+    return (len(data) // 4,), DType.I32, data
+
+
+def decode_metadata(entry: Entry, source: str) -> dict[str, str]:
+    """The dict held by the reserved entry (read with its data)."""
+
+    def bad(why: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {source}: malformed {META_NAME} entry: {why}")
+
+    if entry.dtype is not DType.I32 or len(entry.shape) != 1:
+        raise bad(f"expected a 1-d i32 vector, got {entry.dtype.label} {list(entry.shape)}")
+    assert entry.data is not None
+    try:
+        value = json.loads(bytes(entry.data).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise bad(str(e)) from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise bad("expected a JSON object of strings")
+    return value

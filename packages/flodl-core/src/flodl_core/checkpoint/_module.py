@@ -1,0 +1,34 @@
+"""Which tensors of a module a checkpoint holds, and in what order."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._errors import CheckpointError
+from ._meta import META_NAME
+
+
+def module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """``(state_dict key, tensor)`` for every tensor in ``module.state_dict()``.
+
+    Parameters come first, then buffers (the file order of the Rust original), each group in
+    module order. The names are the ``state_dict()`` keys, so tied weights appear under every
+    name they have and non-persistent buffers are left out, exactly as ``state_dict()`` does.
+    """
+    if not isinstance(module, nn.Module):
+        raise CheckpointError(f"expected a torch.nn.Module, got {type(module).__name__}")
+    state = module.state_dict(keep_vars=True)
+    param_names = {name for name, _ in module.named_parameters(remove_duplicate=False)}
+    params: list[tuple[str, torch.Tensor]] = []
+    others: list[tuple[str, torch.Tensor]] = []
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            raise CheckpointError(
+                f"state_dict entry {name!r} is a {type(value).__name__}, not a tensor; "
+                ".fdl files hold tensors only"
+            )
+        if name == META_NAME:
+            raise CheckpointError(f"state_dict key {META_NAME!r} is reserved for file metadata")
+        (params if name in param_names else others).append((name, value))
+    return params + others

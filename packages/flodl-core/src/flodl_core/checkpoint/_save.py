@@ -1,0 +1,65 @@
+"""Writing ``.fdl`` checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .._errors import CheckpointError
+from ._format import encode_header, write_entry
+from ._hash import parse_hash
+from ._io import PathLike, atomic_write
+from ._meta import META_NAME, check_metadata, encode_metadata
+from ._module import module_tensors
+from ._tensors import check_storable, tensor_to_bytes
+
+
+def save_checkpoint(
+    module: nn.Module,
+    path: PathLike,
+    hash: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """Save every tensor of ``module.state_dict()`` to a ``.fdl`` file (gzip when ``*.gz``).
+
+    ``hash`` is the model's structural hash (64 hex chars) checked again at load time, or
+    ``None`` for none. ``metadata`` is free-form ``str -> str`` information stored alongside
+    (read it back with :func:`read_checkpoint_metadata`). The write is atomic: the file at
+    ``path`` is either the old one or the complete new one.
+    """
+    write_checkpoint(path, module_tensors(module), hash=hash, metadata=metadata)
+
+
+def write_checkpoint(
+    path: PathLike,
+    tensors: Sequence[tuple[str, torch.Tensor]],
+    hash: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """Save named tensors, in the given order, as a ``.fdl`` file.
+
+    Everything is validated before the file is opened, so a refused save writes nothing.
+    """
+    hash_bytes = parse_hash(hash)
+    meta = check_metadata(metadata)
+    seen: set[str] = set()
+    for name, t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise CheckpointError(f"{name!r} is a {type(t).__name__}, not a tensor")
+        if name in seen:
+            raise CheckpointError(f"duplicate tensor name {name!r}")
+        if name == META_NAME:
+            raise CheckpointError(f"tensor name {META_NAME!r} is reserved for file metadata")
+        seen.add(name)
+        check_storable(t, name)
+    count = len(tensors) + (1 if meta else 0)
+    with atomic_write(path) as f:
+        f.write(encode_header(hash_bytes, count))
+        for name, t in tensors:
+            shape, tag, data = tensor_to_bytes(t, name)
+            write_entry(f, name, shape, tag, data)
+        if meta:
+            shape, tag, data = encode_metadata(meta)
+            write_entry(f, META_NAME, shape, tag, data)
