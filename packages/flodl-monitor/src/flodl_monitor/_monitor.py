@@ -1,0 +1,437 @@
+"""``Monitor``: one console line per epoch, resources, alerts, live dashboard, reports."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from flodl_core import ConfigError
+
+from ._alerts import Alert, LossWatch
+from ._export import csv_text, log_text, render_page, write_atomic
+from ._format import epoch_line, finish_line
+from ._hub import Hub, sse_frame
+from ._identity import ModelIdentity, identify, model_svg
+from ._paths import split_path
+from ._recordlog import RecordLog
+from ._records import Record, RecordTree
+from ._resources import ResourceSample, ResourceSampler
+from ._server import DashboardServer, make_app
+
+logger = logging.getLogger("flodl.monitor")
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """One logged epoch (``epoch`` is 0-based). Durations in seconds."""
+
+    epoch: int
+    total: int
+    duration: float
+    elapsed: float  # wall time since the Monitor was created
+    metrics: dict[str, float]
+    resources: ResourceSample = field(default_factory=ResourceSample)
+    eta: float | None = None  # None on the last epoch
+
+    def to_json(self) -> dict[str, Any]:
+        """The dashboard's epoch object (NaN/inf metrics become ``null``)."""
+        obj: dict[str, Any] = {
+            "epoch": self.epoch + 1,
+            "total": self.total,
+            "duration": round(self.duration, 4),
+            "elapsed": round(self.elapsed, 3),
+            "metrics": {k: _json_value(v) for k, v in self.metrics.items()},
+            "resources": self.resources.to_json(),
+        }
+        if self.eta is not None:
+            obj["eta"] = round(self.eta, 1)
+        if self.resources.gpus:
+            obj["gpus"] = [g.to_json() for g in self.resources.gpus]
+        return obj
+
+
+def _json_value(v: float) -> float | None:
+    """8 significant digits (not decimals: a 1e-9 learning rate must survive); NaN -> null."""
+    return float(f"{v:.8g}") if math.isfinite(v) else None
+
+
+def _seconds(elapsed: float | datetime.timedelta) -> float:
+    if isinstance(elapsed, datetime.timedelta):
+        return elapsed.total_seconds()
+    if isinstance(elapsed, bool) or not isinstance(elapsed, (int, float)):
+        kind = type(elapsed).__name__
+        raise ConfigError(f"elapsed must be seconds (float) or a timedelta, got {kind}")
+    return float(elapsed)
+
+
+class Monitor:
+    """Training monitor for ``total_epochs`` epochs.
+
+    ``log(epoch, elapsed, metrics_or_model)`` prints one line, samples resources, records the
+    epoch (at ``record_path`` of :attr:`records`, ``None`` to keep the tree for others) and feeds
+    the dashboard if :meth:`serve` was called. ``stream`` defaults to ``sys.stdout``; ANSI styling
+    is used only when it is a terminal, so log files get plain lines.
+    """
+
+    def __init__(
+        self,
+        total_epochs: int,
+        *,
+        stream: TextIO | None = None,
+        record_path: str | None = "root",
+        records: RecordTree | None = None,
+        stall_patience: int = 10,
+        resources: bool | ResourceSampler = True,
+        color: bool | None = None,
+    ) -> None:
+        if isinstance(total_epochs, bool) or not isinstance(total_epochs, int) or total_epochs < 1:
+            raise ConfigError(f"total_epochs must be an int >= 1, got {total_epochs!r}")
+        self.total = total_epochs
+        self._stream = stream
+        self._color = color
+        self._start = time.perf_counter()
+        if isinstance(resources, ResourceSampler):
+            self._sampler: ResourceSampler | None = resources
+        else:
+            self._sampler = ResourceSampler() if resources else None
+        self.hardware = self._sampler.hardware_summary() if self._sampler else ""
+        self.records = records if records is not None else RecordTree()
+        self.record_path = record_path
+        if record_path is not None:
+            split_path(record_path)
+        self._watch = LossWatch(record_path or "root", patience=stall_patience)
+        self._lock = threading.Lock()
+        self._history: list[EpochRecord] = []
+        self._epochs_json: list[dict[str, Any]] = []
+        self._alerts: list[Alert] = []
+        self._hubs: list[Hub] = []
+        self._server: DashboardServer | None = None
+        self._record_log: RecordLog | None = None
+        self._html: dict[Path, str] = {}  # path -> initial view, rewritten by finish()
+        self._identity = ModelIdentity()
+        self._svg: str | None = None
+        self._meta: dict[str, Any] = {}
+        self._finished_at: float | None = None
+        self._last_stale_check = 0.0
+        self.records.add_listener(self._on_tree)
+
+    # ---- console ---------------------------------------------------------------------------
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream if self._stream is not None else sys.stdout
+
+    def _use_color(self) -> bool:
+        if self._color is not None:
+            return self._color
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(isatty and isatty()) and "NO_COLOR" not in os.environ
+
+    def _print(self, line: str, level: int = logging.INFO) -> None:
+        if logging.getLogger("flodl").isEnabledFor(level):
+            print(line, file=self.stream, flush=True)
+
+    # ---- the model -------------------------------------------------------------------------
+
+    def watch(self, model: Any) -> None:
+        """Capture the model's label, structural hash, parameter counts and graph SVG if offered."""
+        self._identity = identify(model)
+        svg = model_svg(model)
+        if svg is not None:
+            self._svg = svg
+
+    def set_svg(self, svg: str) -> None:
+        self._svg = svg
+
+    def set_identity(self, label: str | None, structural_hash: str | None) -> None:
+        self._identity = ModelIdentity(label, structural_hash, self._identity.parameters)
+
+    def set_metadata(self, metadata: Mapping[str, Any]) -> None:
+        """Free-form key/values shown in the page header (JSON-serialisable)."""
+        self._meta = dict(metadata)
+
+    # ---- logging an epoch ------------------------------------------------------------------
+
+    def log(
+        self,
+        epoch: int,
+        elapsed: float | datetime.timedelta,
+        metrics_or_model: Mapping[str, float] | Any = None,
+        *,
+        metrics: Mapping[str, float] | None = None,
+        model: Any = None,
+    ) -> EpochRecord:
+        """Record epoch ``epoch`` (0-based) that took ``elapsed`` seconds.
+
+        ``metrics_or_model`` is a ``{name: float}`` dict or an observable model
+        (``latest_metrics()``); pass both through ``model=`` and ``metrics=`` (extras).
+        """
+        if isinstance(metrics_or_model, Mapping):
+            metrics = {**metrics_or_model, **(metrics or {})}
+        elif metrics_or_model is not None:
+            model = metrics_or_model
+        values = self._collect(model, metrics)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < self.total:
+            raise ConfigError(
+                f"epoch must be an int in 0..{self.total - 1} (0-based), got {epoch!r}"
+            )
+        if self._history and epoch <= self._history[-1].epoch:
+            prev = self._history[-1].epoch
+            raise ConfigError(f"epoch {epoch} logged after epoch {prev}; epochs must increase")
+        duration = _seconds(elapsed)
+        if not math.isfinite(duration) or duration < 0:
+            raise ConfigError(f"elapsed must be finite and >= 0 seconds, got {duration!r}")
+        if self._finished_at is not None:
+            raise ConfigError("log() after finish(): create a new Monitor for a new run")
+
+        wall = time.perf_counter() - self._start
+        last = epoch == self.total - 1
+        rec = EpochRecord(
+            epoch=epoch,
+            total=self.total,
+            duration=duration,
+            elapsed=wall,
+            metrics=values,
+            resources=self._sampler.sample() if self._sampler else ResourceSample(),
+            eta=None if last else wall / (epoch + 1) * (self.total - epoch - 1),
+        )
+        obj = rec.to_json()
+        with self._lock:
+            self._history.append(rec)
+            self._epochs_json.append(obj)
+            for hub in self._hubs:
+                hub.epoch_threadsafe(obj)
+        r = rec.resources
+        line = epoch_line(
+            epoch,
+            self.total,
+            values,
+            duration,
+            rec.eta,
+            vram_alloc=r.vram_alloc,
+            vram_total=r.vram_total,
+            gpu_util=r.gpu,
+            color=self._use_color(),
+        )
+        self._print(line)
+        if self.record_path is not None:
+            self.records.publish(self.record_path, values, step=epoch)
+        for alert in self._watch.check(epoch, values):
+            self.records.alert(alert)
+        now = time.monotonic()
+        if now - self._last_stale_check >= 1.0:  # O(leaves): at most once a second
+            self._last_stale_check = now
+            self.records.check_stale()
+        return rec
+
+    def _collect(self, model: Any, extras: Mapping[str, float] | None) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if model is not None:
+            latest = getattr(model, "latest_metrics", None)
+            if not callable(latest):
+                raise ConfigError(
+                    f"log() got a {type(model).__name__}; expected a dict of floats or a model "
+                    "with latest_metrics() (flodl_core.Observable)"
+                )
+            if self._identity.empty:
+                self._identity = identify(model)
+            out.update(latest())
+        out.update(extras or {})
+        if not out:
+            raise ConfigError("log() needs metrics: a dict of floats, a model, or both")
+        values: dict[str, float] = {}
+        for name, v in out.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"metric names must be non-empty strings, got {name!r}")
+            try:
+                values[name] = float(v)
+            except (TypeError, ValueError):
+                raise ConfigError(f"metric {name!r} is {v!r}; expected a number") from None
+        return values
+
+    def _on_tree(self, kind: str, item: Record | Alert) -> None:
+        if isinstance(item, Alert):
+            with self._lock:
+                self._alerts.append(item)
+                for hub in self._hubs:
+                    hub.alert_threadsafe(item.to_json())
+            self._print(f"  ! {item.kind}: {item.message}", logging.WARNING)
+        else:
+            for hub in self._hubs:
+                hub.record_threadsafe(item.path, item.step)
+
+    # ---- end of run ------------------------------------------------------------------------
+
+    @property
+    def elapsed(self) -> float:
+        end = self._finished_at if self._finished_at is not None else time.perf_counter()
+        return end - self._start
+
+    def finish(self) -> None:
+        """Print the summary line, tell live pages the run is complete and write the reports
+        registered with :meth:`save_html` / :meth:`save_dashboard`. The server keeps serving
+        until :meth:`stop` (or the process ends). Idempotent."""
+        if self._finished_at is not None:
+            return
+        self._finished_at = time.perf_counter()
+        last = self._history[-1].metrics if self._history else {}
+        self._print(finish_line(self.elapsed, last, color=self._use_color()))
+        with self._lock:
+            for hub in self._hubs:
+                hub.complete_threadsafe(self._complete())
+        if self.record_path is not None and self.record_path in self.records:
+            self.records.close(self.record_path)
+        if self._sampler is not None:
+            self._sampler.close()
+        for path, view in self._html.items():
+            write_atomic(path, self._archive(view))
+        if self._record_log is not None:
+            self._record_log.close()
+
+    def _complete(self) -> dict[str, Any]:
+        return {"epochs": len(self._history), "total_s": round(self.elapsed, 3)}
+
+    def stop(self) -> None:
+        """Stop the dashboard server, if any (idempotent)."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def close(self) -> None:
+        """:meth:`finish` then :meth:`stop`."""
+        self.finish()
+        self.stop()
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    @property
+    def history(self) -> list[EpochRecord]:
+        with self._lock:
+            return list(self._history)
+
+    @property
+    def alerts(self) -> list[Alert]:
+        with self._lock:
+            return list(self._alerts)
+
+    @property
+    def url(self) -> str | None:
+        """The live page's address once :meth:`serve` was called."""
+        return self._server.url if self._server is not None else None
+
+    # ---- dashboard -------------------------------------------------------------------------
+
+    def serve(self, port: int = 0, *, host: str = "127.0.0.1", max_clients: int = 64) -> str:
+        """Serve the live dashboard from a background thread; returns (and prints) its URL.
+
+        Binds loopback unless ``host`` says otherwise; ``port=0`` picks a free port.
+        """
+        if self._server is not None:
+            raise ConfigError(f"already serving at {self._server.url}; call stop() first")
+        server = DashboardServer(self, host, port, max_clients=max_clients)
+        url = server.start()
+        self._server = server
+        self._print(f"  dashboard: {url}")
+        return url
+
+    def app(self, **opts: Any) -> Any:
+        """The dashboard as an ``aiohttp.web.Application`` (to mount or test it yourself)."""
+        return make_app(self, **opts)
+
+    def _boot(self, mode: str, view: str = "training") -> dict[str, Any]:
+        ident = self._identity
+        boot: dict[str, Any] = {
+            "mode": mode,
+            "view": view,
+            "total": self.total,
+            "label": ident.label,
+            "hash": ident.hash,
+            "parameters": ident.parameters,
+            "hardware": self.hardware,
+            "meta": self._meta,
+            "has_svg": self._svg is not None,
+        }
+        return boot
+
+    def page(self) -> str:
+        return render_page(self._boot("live"))
+
+    def graph_svg(self) -> str | None:
+        return self._svg
+
+    def epochs(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._epochs_json)
+
+    def attach(self, hub: Hub) -> None:
+        with self._lock:
+            hub.seed(list(self._epochs_json))
+            hub.alert_frames = [sse_frame("alert", a.to_json()) for a in self._alerts[-200:]]
+            if self._finished_at is not None:
+                hub.complete = sse_frame("complete", self._complete())
+            self._hubs.append(hub)
+
+    def detach(self, hub: Hub) -> None:
+        with self._lock:
+            self._hubs = [h for h in self._hubs if h is not hub]
+
+    # ---- files -----------------------------------------------------------------------------
+
+    def _archive(self, view: str) -> str:
+        boot = self._boot("archive", view)
+        with self._lock:
+            boot["epochs"] = list(self._epochs_json)
+            boot["alerts"] = [a.to_json() for a in self._alerts]
+        boot["svg"] = self._svg
+        boot["complete"] = self._complete() if self._finished_at is not None else None
+        boot["tree"] = self.records.snapshot()
+        return render_page(boot, title="flodl Training Report")
+
+    def save_html(self, path: str | os.PathLike[str]) -> Path:
+        """Write the dashboard with all data baked in as one offline file (opens from file://).
+
+        Written now; if the run is not finished, :meth:`finish` rewrites it with the final data.
+        """
+        return self._save(Path(path), "training")
+
+    def save_dashboard(self, path: str | os.PathLike[str]) -> Path:
+        """Like :meth:`save_html`, opening on the record tree (the per-rank portal)."""
+        return self._save(Path(path), "records")
+
+    def _save(self, path: Path, view: str) -> Path:
+        if self._finished_at is None:
+            self._html[path] = view
+        return write_atomic(path, self._archive(view))
+
+    def export_csv(self, path: str | os.PathLike[str]) -> Path:
+        """One row per epoch; see :func:`flodl_monitor.csv_text` for the columns."""
+        return write_atomic(path, csv_text(self.history))
+
+    def write_log(self, path: str | os.PathLike[str]) -> Path:
+        """The plain-text training log (``# flodl training log`` ... ``# total: 2.8s``)."""
+        return write_atomic(path, log_text(self.history, self.total, self.elapsed))
+
+    def record_log(self, directory: str | os.PathLike[str], cap_bytes: int = 0) -> RecordLog:
+        """Append every record and alert from now on to JSONL files under ``directory``
+        (``root/host-a/rank1`` -> ``root/host-a/rank1.jsonl``), capped at ``cap_bytes`` per node
+        (0: 32 MiB)."""
+        if self._record_log is not None:
+            raise ConfigError(f"already logging records to {self._record_log.directory}")
+        self._record_log = RecordLog(directory, cap_bytes)
+        self.records.add_listener(self._record_log)
+        return self._record_log
