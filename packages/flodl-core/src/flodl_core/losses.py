@@ -1,3 +1,0 @@
-"""Loss functions."""
-
-__all__: list[str] = []

@@ -1,0 +1,70 @@
+"""Argument checks shared by the loss functions: cheap (shape metadata only, no device sync)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._errors import ConfigError, ShapeError
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(loss: str, reduction: str, allowed: tuple[str, ...] = REDUCTIONS) -> None:
+    if reduction not in allowed:
+        raise ConfigError(
+            f"{loss}: reduction={reduction!r}; expected one of {', '.join(map(repr, allowed))}"
+        )
+
+
+def same_shape(loss: str, a: torch.Tensor, b: torch.Tensor, a_name: str, b_name: str) -> None:
+    # torch would broadcast (N, 1) against (N,) into (N, N) with only a warning: the most
+    # common silent bug in regression code. Demand equal shapes instead.
+    if a.shape != b.shape:
+        raise ShapeError(
+            f"{loss}: {b_name} has shape {tuple(b.shape)}, expected the shape of {a_name} "
+            f"{tuple(a.shape)}"
+        )
+
+
+def min_rank(loss: str, t: torch.Tensor, name: str, rank: int, layout: str) -> None:
+    if t.dim() < rank:
+        raise ShapeError(f"{loss}: {name} must be {layout}, got shape {tuple(t.shape)}")
+
+
+def exact_rank(loss: str, t: torch.Tensor, name: str, rank: int, layout: str) -> None:
+    if t.dim() != rank:
+        raise ShapeError(f"{loss}: {name} must be {layout}, got shape {tuple(t.shape)}")
+
+
+def positive(loss: str, name: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{loss}: {name} must be a finite number > 0, got {value!r}")
+
+
+def non_negative(loss: str, name: str, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{loss}: {name} must be a finite number >= 0, got {value!r}")
+
+
+def class_target(loss: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Validate a class-index target for ``logits: (N, C, *d)``; returns it as int64.
+
+    ``target: (N, *d)`` of any integer dtype. Values are not range-checked here (that would
+    cost a device sync); torch reports an out-of-range index itself.
+    """
+    min_rank(loss, logits, "input", 2, "(N, C) or (N, C, *d) scores")
+    expected = (logits.shape[0], *logits.shape[2:])
+    if target.shape != expected:
+        raise ShapeError(
+            f"{loss}: class-index target has shape {tuple(target.shape)}, expected {expected} "
+            f"for input of shape {tuple(logits.shape)}"
+        )
+    if target.dtype == torch.int64:
+        return target
+    if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+        raise ShapeError(
+            f"{loss}: class-index target must be an integer tensor, got {target.dtype}"
+        )
+    return target.long()
