@@ -1,0 +1,185 @@
+"""What a loader can read: per-item ``DataSet``s, per-batch ``BatchDataSet``s, tensors.
+
+``indices`` handed to ``get_batch`` are always a 1-D ``torch.int64`` CPU tensor: it feeds
+``index_select`` / ``tensor[indices]`` directly and ``indices.tolist()`` gives plain ints.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import TensorDataset
+
+from .._errors import ConfigError, DataError, ShapeError
+from ._gather import RowGather
+
+
+@runtime_checkable
+class DataSet(Protocol):
+    """A per-item dataset: the map-style protocol of ``torch.utils.data.Dataset``.
+
+    ``ds[i]`` returns one sample: a tensor, or a tuple of tensors / numbers / arrays (``(image,
+    label)``). The loader stacks samples position by position into a batch.
+    """
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Any: ...
+
+
+@runtime_checkable
+class BatchDataSet(Protocol):
+    """A per-batch dataset (preferred for in-memory, memory-mapped or pre-decoded data).
+
+    ``get_batch(indices)`` returns one tensor per field, each ``(len(indices), ...)``, for the
+    samples at ``indices`` (1-D int64 CPU tensor) in that order.
+    """
+
+    def __len__(self) -> int: ...
+
+    def get_batch(self, indices: Tensor) -> Sequence[Tensor]: ...
+
+
+class TensorDataSet:
+    """A :class:`BatchDataSet` over in-memory tensors that share their first dimension.
+
+    ``TensorDataSet(images, labels)`` with ``images: (N, ...)`` and ``labels: (N, ...)``. A loader
+    targeting the tensors' own device uses them in place, without a copy.
+    """
+
+    def __init__(self, *tensors: Tensor) -> None:
+        if not tensors:
+            raise DataError("TensorDataSet needs at least one tensor")
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor):
+                raise DataError(
+                    f"TensorDataSet field {i} is a {type(t).__name__}; expected a Tensor"
+                )
+            if t.dim() == 0:
+                raise ShapeError(f"TensorDataSet field {i} is a 0-d tensor; expected (N, ...)")
+        n = tensors[0].shape[0]
+        for i, t in enumerate(tensors[1:], start=1):
+            if t.shape[0] != n:
+                raise ShapeError(
+                    f"TensorDataSet field {i} has {t.shape[0]} samples on dim 0 but field 0 has "
+                    f"{n}; every tensor must have the same first dimension"
+                )
+        self._tensors: tuple[Tensor, ...] = tuple(tensors)
+        self._gather = RowGather(self._tensors)
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        """The fields, each ``(N, ...)``."""
+        return self._tensors
+
+    def __len__(self) -> int:
+        return int(self._tensors[0].shape[0])
+
+    def get_batch(self, indices: Tensor) -> list[Tensor]:
+        if indices.device != self._tensors[0].device:
+            indices = indices.to(self._tensors[0].device)
+        return list(self._gather(indices))
+
+
+def _stack_field(values: list[Any], pos: int) -> Tensor:
+    """One field of a list of samples stacked on a new dim 0, by ``default_collate``'s rules."""
+    first = values[0]
+    if isinstance(first, Tensor):
+        return torch.stack(values)
+    if isinstance(first, np.ndarray):
+        return torch.from_numpy(np.stack(values))
+    # bool before int: bool is an int subclass, and default_collate keeps it bool.
+    if isinstance(first, (bool, np.bool_)):
+        return torch.tensor(values, dtype=torch.bool)
+    if isinstance(first, numbers.Integral):
+        return torch.tensor(values, dtype=torch.int64)
+    if isinstance(first, numbers.Real):
+        return torch.tensor(values, dtype=torch.float64)
+    raise DataError(
+        f"sample field {pos} is a {type(first).__name__}; expected a Tensor, a numpy array or a "
+        "number (give the loader a BatchDataSet for other kinds of samples)"
+    )
+
+
+class ItemDataSet:
+    """Adapts a per-item :class:`DataSet` (any map-style ``torch.utils.data.Dataset``) to batches.
+
+    ``get_batch`` reads ``ds[i]`` for every index and stacks each field.
+    """
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def get_batch(self, indices: Tensor) -> list[Tensor]:
+        samples = [self.dataset[i] for i in indices.tolist()]
+        rows = [s if isinstance(s, (tuple, list)) else (s,) for s in samples]
+        width = len(rows[0])
+        if width == 0:
+            raise DataError(f"sample {int(indices[0])} is an empty tuple; expected tensors")
+        for i, row in zip(indices.tolist(), rows, strict=True):
+            if len(row) != width:
+                raise DataError(
+                    f"sample {i} has {len(row)} fields but sample {int(indices[0])} has {width}; "
+                    "every sample must have the same fields"
+                )
+        try:
+            return [_stack_field([row[k] for row in rows], k) for k in range(width)]
+        except (RuntimeError, ValueError, TypeError) as e:
+            if isinstance(e, DataError):
+                raise
+            raise DataError(f"samples do not stack into a batch: {e}") from e
+
+
+def as_batch_dataset(data: Any) -> BatchDataSet:
+    """Any supported dataset as a :class:`BatchDataSet`.
+
+    Accepted: a :class:`BatchDataSet`; a tuple of tensors or a single tensor (wrapped in a
+    :class:`TensorDataSet`); ``torch.utils.data.TensorDataset`` (its tensors, no copy); any
+    map-style dataset with ``__len__`` and ``__getitem__`` (samples stacked per batch). A ``list``
+    is a map-style dataset of samples, not a tuple of fields.
+    """
+    if isinstance(data, BatchDataSet):
+        return data
+    if isinstance(data, Tensor):
+        return TensorDataSet(data)
+    if isinstance(data, tuple):
+        return TensorDataSet(*data)
+    if isinstance(data, TensorDataset):
+        return TensorDataSet(*data.tensors)
+    if hasattr(data, "__len__") and hasattr(data, "__getitem__"):
+        return ItemDataSet(data)
+    raise ConfigError(
+        f"cannot load from a {type(data).__name__}; expected a BatchDataSet (len + get_batch), a "
+        "map-style dataset (len + __getitem__) or a tuple of tensors"
+    )
+
+
+def check_fields(fields: Any, indices: Tensor, width: int | None) -> tuple[Tensor, ...]:
+    """Check ``get_batch(indices)``'s result: ``width`` tensors, each ``(len(indices), ...)``."""
+    if isinstance(fields, Tensor) or not isinstance(fields, (list, tuple)):
+        raise DataError(
+            f"get_batch returned a {type(fields).__name__}; "
+            "expected a list of tensors, one per field"
+        )
+    if not fields:
+        raise DataError("get_batch returned an empty list; expected at least one tensor")
+    if width is not None and len(fields) != width:
+        raise DataError(f"get_batch returned {len(fields)} tensors; earlier batches had {width}")
+    n = indices.shape[0]
+    for k, t in enumerate(fields):
+        if not isinstance(t, Tensor):
+            raise DataError(f"get_batch field {k} is a {type(t).__name__}; expected a Tensor")
+        if t.dim() == 0 or t.shape[0] != n:
+            raise ShapeError(
+                f"get_batch field {k} has shape {tuple(t.shape)} for {n} indices; "
+                f"expected ({n}, ...)"
+            )
+    return tuple(fields)

@@ -1,0 +1,351 @@
+"""``DataLoader``: batches from any dataset, resident on the device when it fits, else streamed.
+
+Build-time rule: ``get_batch([0])`` is read once to learn the fields and the bytes per sample.
+The dataset goes *resident* (held whole on the target device, each epoch a device-side gather)
+when it fits the device's budget (:mod:`._memory`), unless ``streaming=True``; otherwise, or when
+going resident runs out of memory, batches are *streamed* by a background thread. Both modes give
+the same batches in the same order for the same seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from .._device import DeviceLike, resolve_device
+from .._errors import ConfigError, DataError
+from ._batch import Batch, name_index
+from ._dataset import BatchDataSet, TensorDataSet, as_batch_dataset, check_fields
+from ._memory import auto_prefetch_depth, resident_fits
+from ._resident import ResidentData, VariableShapeError
+from ._sampler import epoch_permutation, even_shard
+from ._streaming import StreamingEpoch
+
+if TYPE_CHECKING:
+    from ._builder import DataLoaderBuilder
+
+logger = logging.getLogger("flodl.data")
+
+
+def _is_out_of_memory(e: BaseException) -> bool:
+    if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(e)
+    return isinstance(e, RuntimeError) and (
+        "out of memory" in text or "can't allocate memory" in text
+    )
+
+
+class DataLoader:
+    """Batches of a dataset, epoch by epoch.
+
+    ``dataset``: a :class:`BatchDataSet`, a map-style dataset (any ``torch.utils.data.Dataset``),
+    a tuple of tensors or a tensor. ``batch_size`` (> 0) is per device. ``seed`` fixes every
+    epoch's order: epoch ``k`` is drawn from ``seed + k``. ``drop_last`` defaults to ``True`` (a
+    last batch of one sample breaks BatchNorm); set it ``False`` for evaluation. ``names`` names
+    the fields (``batch["image"]``). ``prefetch`` fixes the streaming depth (else it is sized from
+    free memory at each epoch); ``streaming=True`` never goes resident; ``vram_max_usage`` is the
+    share of *total* VRAM the loader may plan to fill.
+
+    ``for batch in loader.epoch(k)`` runs epoch ``k``; ``for batch in loader`` runs epochs
+    0, 1, 2 ... in turn. ``len(loader)`` is the number of batches per epoch, as in torch.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        batch_size: int,
+        device: DeviceLike = None,
+        seed: int = 42,
+        shuffle: bool = True,
+        drop_last: bool = True,
+        names: Sequence[str] | None = None,
+        prefetch: int | None = None,
+        streaming: bool = False,
+        vram_max_usage: float = 0.90,
+    ) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ConfigError(f"batch_size must be an int > 0, got {batch_size!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
+        if prefetch is not None and (
+            not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0
+        ):
+            raise ConfigError(f"prefetch must be an int >= 0 (or None for auto), got {prefetch!r}")
+        if not isinstance(vram_max_usage, (int, float)) or not 0 < vram_max_usage <= 1:
+            raise ConfigError(f"vram_max_usage must be in (0, 1], got {vram_max_usage!r}")
+        if isinstance(names, str):
+            raise ConfigError(f"names must be a list of strings, got the string {names!r}")
+        self._device = resolve_device(device)
+        if self._device.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(f"device {self._device} requested but no CUDA device is available")
+
+        self._source: BatchDataSet = as_batch_dataset(dataset)
+        self._n = len(self._source)
+        if self._n == 0:
+            raise DataError(f"dataset {type(dataset).__name__} is empty; expected >= 1 sample")
+        probe_idx = torch.zeros(1, dtype=torch.int64)
+        probe = check_fields(self._source.get_batch(probe_idx), probe_idx, None)
+        self._width = len(probe)
+        self._names = tuple(names) if names is not None else tuple(map(str, range(self._width)))
+        if len(self._names) != self._width:
+            raise ConfigError(
+                f"{len(self._names)} names {list(self._names)} given for a dataset of "
+                f"{self._width} fields; give one name per field"
+            )
+        self._index = name_index(self._names)
+        self._per_sample_bytes = sum(t.nbytes for t in probe)
+
+        self._batch_size = batch_size
+        self._seed = seed
+        self._shuffle = bool(shuffle)
+        self._drop_last = bool(drop_last)
+        self._prefetch = prefetch
+        self._vram_max_usage = float(vram_max_usage)
+        self._range = range(self._n)
+        self._next_epoch = 0
+        self._active: weakref.ref[StreamingEpoch] | None = None
+        self._stream: torch.cuda.Stream | None = None
+        self._check_batches()
+
+        self._resident: ResidentData | None = None
+        if not streaming and (
+            self._already_there() or resident_fits(self.dataset_bytes, self._device, vram_max_usage)
+        ):
+            self._resident = self._go_resident(probe)
+
+    @classmethod
+    def from_batch_dataset(cls, dataset: Any) -> DataLoaderBuilder:
+        """A builder: ``DataLoader.from_batch_dataset(ds).batch_size(64).build()``."""
+        from ._builder import DataLoaderBuilder
+
+        return DataLoaderBuilder(dataset)
+
+    def _go_resident(self, probe: tuple[Tensor, ...]) -> ResidentData | None:
+        try:
+            return ResidentData.load(self._source, probe, self._device)
+        except VariableShapeError as e:
+            logger.info("data: samples vary in shape (%s); streaming instead of resident", e)
+        except Exception as e:
+            if not _is_out_of_memory(e):
+                raise
+            logger.info(
+                "data: %d bytes do not fit on %s (%s); streaming instead of resident",
+                self.dataset_bytes,
+                self._device,
+                e,
+            )
+            if self._device.type == "cuda":
+                torch.cuda.empty_cache()
+        return None
+
+    def _already_there(self) -> bool:
+        # Tensors already on the target device are resident as they are: keeping them costs
+        # nothing more, whatever the budget says.
+        src = self._source
+        return isinstance(src, TensorDataSet) and all(t.device == self._device for t in src.tensors)
+
+    def _check_batches(self) -> None:
+        if self.num_batches == 0:
+            raise ConfigError(
+                f"{self.num_samples} samples with batch_size {self._batch_size} and "
+                "drop_last=True give no batch; lower batch_size or set drop_last=False"
+            )
+
+    # ---- what it is -------------------------------------------------------------------------
+
+    @property
+    def dataset(self) -> BatchDataSet:
+        """The dataset, as the :class:`BatchDataSet` the loader reads."""
+        return self._source
+
+    @property
+    def batch_size(self) -> int:
+        return self._batch_size
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @property
+    def shuffle(self) -> bool:
+        return self._shuffle
+
+    @property
+    def drop_last(self) -> bool:
+        return self._drop_last
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The field names, in position order."""
+        return self._names
+
+    @property
+    def is_resident(self) -> bool:
+        """Whether the whole dataset is held on the device (else batches are streamed)."""
+        return self._resident is not None
+
+    @property
+    def per_sample_bytes(self) -> int:
+        return self._per_sample_bytes
+
+    @property
+    def dataset_bytes(self) -> int:
+        """Bytes of the whole dataset (all fields, all samples)."""
+        return self._per_sample_bytes * self._n
+
+    @property
+    def index_range(self) -> range:
+        """The positions of each epoch's order this loader covers (all of them unless sharded)."""
+        return self._range
+
+    @property
+    def is_sharded(self) -> bool:
+        return self._range != range(self._n)
+
+    @property
+    def num_samples(self) -> int:
+        """Samples per epoch for this loader (its shard when sharded)."""
+        return len(self._range)
+
+    @property
+    def num_batches(self) -> int:
+        """Batches per epoch."""
+        n, b = self.num_samples, self._batch_size
+        return n // b if self._drop_last else math.ceil(n / b)
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    @property
+    def prefetch_depth(self) -> int:
+        """Batches a streamed epoch keeps in flight (the fixed ``prefetch``, else sized now)."""
+        if self._prefetch is not None:
+            return self._prefetch
+        return auto_prefetch_depth(
+            self._device,
+            self._per_sample_bytes * self._batch_size,
+            self._vram_max_usage,
+            self.num_batches,
+        )
+
+    def set_prefetch_depth(self, depth: int) -> None:
+        """Fix the streaming depth (``0``: load in the consumer); ``auto_resize()`` undoes it."""
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
+            raise ConfigError(f"prefetch depth must be an int >= 0, got {depth!r}")
+        self._prefetch = depth
+
+    def auto_resize(self) -> int:
+        """Size the streaming depth from free memory again at each epoch; returns the depth now."""
+        self._prefetch = None
+        return self.prefetch_depth
+
+    # ---- sharding -----------------------------------------------------------------------------
+
+    def shard(self, rank: int, world_size: int) -> DataLoader:
+        """This loader restricted to rank ``rank``'s equal part of every epoch's order.
+
+        All ranks share the seed, hence the order; parts are disjoint and equally long (see
+        :func:`even_shard`). The result shares this loader's data (resident tensors included).
+        """
+        part = even_shard(self.num_samples, rank, world_size)
+        if not part:
+            raise ConfigError(
+                f"{self.num_samples} samples cannot be split among {world_size} ranks"
+            )
+        return self.shard_range(part.start, part.stop)
+
+    def shard_range(self, start: int, stop: int) -> DataLoader:
+        """This loader restricted to positions ``start..stop-1`` of every epoch's order.
+
+        Positions are relative to this loader's own range. For uneven splits (see
+        :func:`weighted_shards`) give each rank its own range.
+        """
+        n = self.num_samples
+        for name, v in (("start", start), ("stop", stop)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ConfigError(f"shard {name} must be an int, got {v!r}")
+        if not 0 <= start < stop <= n:
+            raise ConfigError(
+                f"shard range {start}..{stop} is not within 0..{n}; "
+                f"expected 0 <= start < stop <= {n}"
+            )
+        child = copy.copy(self)
+        child._range = self._range[start:stop]
+        child._active = None
+        child._next_epoch = 0
+        child._check_batches()
+        return child
+
+    # ---- epochs -------------------------------------------------------------------------------
+
+    def permutation(self, epoch: int) -> Tensor:
+        """The whole dataset's order in ``epoch``: ``(N,)`` int64 on the CPU, same on every rank."""
+        return epoch_permutation(self._n, self._seed, epoch, self._shuffle)
+
+    def indices(self, epoch: int) -> Tensor:
+        """The sample indices this loader visits in ``epoch``, in order (``drop_last`` applied)."""
+        used = self.num_batches * self._batch_size
+        r = self._range
+        return self.permutation(epoch)[r.start : min(r.stop, r.start + used)]
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """The batches of epoch ``epoch`` (reshuffled from ``seed + epoch``)."""
+        order = self.indices(epoch)
+        if self._resident is not None:
+            if self._device.type != "cpu":
+                order = order.to(self._device)
+            return self._resident.batches(
+                order, self._batch_size, self.num_batches, self._names, self._index
+            )
+        self.close()  # one streamed epoch at a time: a forgotten one stops here
+        b = self._batch_size
+        chunks = [order[i * b : (i + 1) * b] for i in range(self.num_batches)]
+        if self._device.type == "cuda" and self._stream is None:
+            self._stream = torch.cuda.Stream(self._device)
+        it = StreamingEpoch(
+            self._source,
+            chunks,
+            self._width,
+            self._device,
+            self.prefetch_depth,
+            self._make_batch,
+            self._stream,
+        )
+        self._active = weakref.ref(it)
+        return it
+
+    def _make_batch(self, tensors: tuple[Tensor, ...]) -> Batch:
+        return Batch._trusted(tensors, self._names, self._index)
+
+    def __iter__(self) -> Iterator[Batch]:
+        """The next epoch: 0 on the first ``iter()``, then 1, 2 ..."""
+        it = self.epoch(self._next_epoch)
+        self._next_epoch += 1
+        return it
+
+    def close(self) -> None:
+        """Stop the streamed epoch in progress, if any."""
+        active = self._active() if self._active is not None else None
+        if active is not None:
+            active.close()
+        self._active = None
+
+    def __repr__(self) -> str:
+        mode = "resident" if self.is_resident else "streaming"
+        return (
+            f"DataLoader({mode} on {self._device}, {self.num_samples} samples, "
+            f"batch_size={self._batch_size}, {self.num_batches} batches, names={list(self._names)})"
+        )

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import Dataset, TensorDataset, default_collate
+
+from flodl_core import ConfigError, DataError, ShapeError
+from flodl_core.data import (
+    BatchDataSet,
+    DataSet,
+    ItemDataSet,
+    TensorDataSet,
+    as_batch_dataset,
+)
+from flodl_core.data._dataset import check_fields
+
+
+class Samples(Dataset):
+    """A torch map-style dataset whose samples mix every supported field kind."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[Any, ...]:
+        g = torch.Generator().manual_seed(i)
+        return (
+            torch.randn(3, 2, generator=g),
+            i % 4,
+            i / 7,
+            np.full((2,), i, dtype=np.int32),
+            i % 2 == 0,
+        )
+
+
+def test_item_dataset_matches_default_collate() -> None:
+    ds = Samples(10)
+    idx = torch.tensor([4, 0, 9, 2])
+    ours = ItemDataSet(ds).get_batch(idx)
+    ref = default_collate([ds[i] for i in idx.tolist()])
+    assert len(ours) == len(ref)
+    for a, b in zip(ours, ref, strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
+def test_single_tensor_samples() -> None:
+    data = [torch.full((2,), float(i)) for i in range(5)]
+    (out,) = ItemDataSet(data).get_batch(torch.tensor([3, 1]))
+    assert torch.equal(out, torch.tensor([[3.0, 3.0], [1.0, 1.0]]))
+
+
+@pytest.mark.parametrize(
+    ("samples", "match"),
+    [
+        ([(torch.zeros(1), 1), (torch.zeros(1),)], "sample 1 has 1 fields but sample 0 has 2"),
+        ([("a",), ("b",)], "field 0 is a str"),
+        ([(torch.zeros(2),), (torch.zeros(3),)], "do not stack"),
+        ([(), ()], "empty tuple"),
+    ],
+)
+def test_item_dataset_errors(samples: list[Any], match: str) -> None:
+    with pytest.raises(DataError, match=match):
+        ItemDataSet(samples).get_batch(torch.tensor([0, 1]))
+
+
+def test_tensor_dataset_gathers_rows() -> None:
+    x, y = torch.randn(6, 3), torch.arange(6)
+    ds = TensorDataSet(x, y)
+    idx = torch.tensor([5, 0, 2])
+    bx, by = ds.get_batch(idx)
+    assert len(ds) == 6 and torch.equal(bx, x[idx]) and torch.equal(by, y[idx])
+
+
+def test_tensor_dataset_errors() -> None:
+    with pytest.raises(DataError, match="at least one tensor"):
+        TensorDataSet()
+    with pytest.raises(ShapeError, match="field 1 has 4 samples on dim 0 but field 0 has 3"):
+        TensorDataSet(torch.zeros(3, 2), torch.zeros(4))
+    with pytest.raises(ShapeError, match="0-d"):
+        TensorDataSet(torch.tensor(1.0))
+    with pytest.raises(DataError, match="field 0 is a list"):
+        TensorDataSet([1, 2])  # type: ignore[arg-type]
+
+
+def test_protocols_are_structural() -> None:
+    assert isinstance(TensorDataSet(torch.zeros(2)), BatchDataSet)
+    assert isinstance(Samples(2), DataSet) and not isinstance(Samples(2), BatchDataSet)
+
+
+def test_as_batch_dataset_accepts_every_kind() -> None:
+    x, y = torch.randn(4, 2), torch.arange(4)
+    native = TensorDataSet(x)
+    assert as_batch_dataset(native) is native
+    from_tuple = as_batch_dataset((x, y))
+    assert isinstance(from_tuple, TensorDataSet) and from_tuple.tensors[1] is y
+    assert isinstance(as_batch_dataset(x), TensorDataSet)
+    # torch's TensorDataset: its own tensors, no copy.
+    wrapped = as_batch_dataset(TensorDataset(x, y))
+    assert isinstance(wrapped, TensorDataSet) and wrapped.tensors[0].data_ptr() == x.data_ptr()
+    # A list is a dataset of samples, not a tuple of fields.
+    assert isinstance(as_batch_dataset([x[0], x[1]]), ItemDataSet)
+    assert isinstance(as_batch_dataset(Samples(3)), ItemDataSet)
+
+
+def test_as_batch_dataset_rejects_others() -> None:
+    with pytest.raises(ConfigError, match="cannot load from a int"):
+        as_batch_dataset(3)
+
+
+def test_check_fields_errors() -> None:
+    idx = torch.tensor([0, 1])
+    with pytest.raises(DataError, match="returned a Tensor"):
+        check_fields(torch.zeros(2), idx, None)
+    with pytest.raises(DataError, match="empty list"):
+        check_fields([], idx, None)
+    with pytest.raises(DataError, match="returned 1 tensors; earlier batches had 2"):
+        check_fields([torch.zeros(2)], idx, 2)
+    with pytest.raises(DataError, match="field 1 is a int"):
+        check_fields([torch.zeros(2), 3], idx, None)
+    with pytest.raises(ShapeError, match=r"shape \(3,\) for 2 indices; expected \(2, ...\)"):
+        check_fields([torch.zeros(3)], idx, None)
