@@ -1,0 +1,423 @@
+"""``FlowBuilder``: records a graph as a fluent chain of calls, collecting every error.
+
+The builder only records intent (node records, tags, refs); ``build()`` hands it to the
+planner (``_plan``), which checks it and resolves it once, and to ``Graph``, which generates
+the forward. A failing call records an error naming the call and the node and leaves the
+builder as it was, so one ``build()`` reports every problem of a chain at once.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from flodl_core import BuildError
+
+from ._spec import MergeOp, NodeRecord, snake_name, tag_problem
+from ._tree import check_label
+from .nodes._gate import Gate
+from .nodes._runtime import supports_refs
+from .nodes._switch import Switch
+
+if TYPE_CHECKING:
+    from ._graph import Graph
+    from ._subbuilders import LoopBuilder, MapBuilder
+
+#: Names the generated forward uses itself; auxiliary inputs cannot take them.
+RESERVED_INPUTS = frozenset({"self", "x", "torch"})
+
+
+def _is_graph(module: object) -> bool:
+    from ._graph import Graph
+
+    return isinstance(module, Graph)
+
+
+def _cls(obj: object) -> str:
+    return type(obj).__name__
+
+
+class FlowBuilder:
+    """Describes a graph as data flow; ``build()`` returns a :class:`Graph` (an ``nn.Module``).
+
+    ``FlowBuilder(first)`` starts the stream with ``first`` (its input is the graph input);
+    ``FlowBuilder()`` starts with an identity. Every method returns the builder (``loop_body``
+    and ``map`` return a small sub-builder whose final call returns it), so a model reads as a
+    chain::
+
+        model = (FlowBuilder(nn.Linear(2, 16)).through(nn.GELU())
+                 .also(nn.Linear(16, 16)).through(nn.Linear(16, 2)).build())
+    """
+
+    def __init__(self, first: nn.Module | None = None) -> None:
+        self._nodes: dict[str, NodeRecord] = {}
+        self._counter = 0
+        self._errors: list[str] = []
+        self._tags: dict[str, str] = {}  # tag -> node id
+        self._pending: dict[str, list[str]] = {}  # forward-ref tag -> consumer node ids
+        self._groups: dict[str, tuple[str, ...]] = {}
+        self._inputs: list[tuple[str, str]] = []  # (aux input name, node id)
+        self._label: str | None = None
+        self._internal: list[str] = []
+        self._fork_target: str | None = None
+        self._on_target: str | None = None
+        self._built = False
+        if first is not None and not isinstance(first, nn.Module):
+            self._fail(f"FlowBuilder({_cls(first)})", "expected an nn.Module as the first node")
+            first = None
+        if first is None:
+            self._entry = self._add("identity", "input", None, [], "FlowBuilder()")
+        else:
+            self._entry = self._add_module(first, "module", [], "FlowBuilder")
+            self._on_target = self._entry
+        self._streams: list[str] = [self._entry]
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def _fail(self, call: str, message: str) -> FlowBuilder:
+        self._errors.append(f"{call}: {message}")
+        return self
+
+    def _add(
+        self,
+        prefix: str,
+        kind: str,
+        module: nn.Module | None,
+        inputs: list[str],
+        call: str,
+        options: dict[str, Any] | None = None,
+        node_id: str | None = None,
+    ) -> str:
+        self._counter += 1
+        nid = node_id or f"{prefix}_{self._counter}"
+        if module is not None and _is_graph(module):
+            kind = "graph"
+        self._nodes[nid] = NodeRecord(nid, kind, module, list(inputs), call, options=options or {})
+        return nid
+
+    def _add_module(self, module: nn.Module, kind: str, inputs: list[str], method: str) -> str:
+        prefix = snake_name(_cls(module))
+        nid = self._add(prefix, kind, module, inputs, "")
+        self._nodes[nid].call = f"{method}({nid})"
+        return nid
+
+    def _where(self) -> str:
+        return f"after {', '.join(self._streams)}"
+
+    def _modules_ok(self, call: str, *modules: object) -> bool:
+        bad = [m for m in modules if not isinstance(m, nn.Module)]
+        for m in bad:
+            self._fail(call, f"expected an nn.Module, got {_cls(m)} ({self._where()})")
+        return not bad
+
+    def _module_list(self, call: str, what: str, modules: object) -> list[nn.Module] | None:
+        if isinstance(modules, nn.Module) or not isinstance(modules, (list, tuple)):
+            self._fail(call, f"expected a list of {what}, got {_cls(modules)} ({self._where()})")
+            return None
+        if len(modules) < 2:
+            self._fail(call, f"requires at least 2 {what}, got {len(modules)} ({self._where()})")
+            return None
+        return list(modules) if self._modules_ok(call, *modules) else None
+
+    def _single(self, call: str) -> bool:
+        if len(self._streams) != 1:
+            self._fail(
+                call,
+                f"requires a single stream, but {len(self._streams)} are open "
+                f"({', '.join(self._streams)}); call merge(...) first",
+            )
+            return False
+        return True
+
+    def _stream_to(self, nid: str, on_target: str | None = None) -> FlowBuilder:
+        self._streams = [nid]
+        self._on_target = nid if on_target is None else on_target
+        self._fork_target = None
+        return self
+
+    # -- linear flow ---------------------------------------------------------------------------
+
+    def through(self, module: nn.Module) -> FlowBuilder:
+        """Feed the stream through ``module``: x -> module(x)."""
+        call = f"through({_cls(module)})"
+        if not (self._modules_ok(call, module) and self._single(call)):
+            return self
+        return self._stream_to(self._add_module(module, "module", self._streams, "through"))
+
+    def also(self, module: nn.Module) -> FlowBuilder:
+        """Residual: x -> x + module(x). A following ``using`` feeds refs to ``module``."""
+        call = f"also({_cls(module)})"
+        if not (self._modules_ok(call, module) and self._single(call)):
+            return self
+        s = self._streams[0]
+        m = self._add_module(module, "also", [s], "also")
+        add = self._add("add", "add", None, [s, m], f"also({m})")
+        return self._stream_to(add, on_target=m)
+
+    def also_with(self, skip: nn.Module, main: nn.Module) -> FlowBuilder:
+        """Residual with a projected skip: x -> skip(x) + main(x). ``using`` feeds ``main``."""
+        call = f"also_with({_cls(skip)}, {_cls(main)})"
+        if not (self._modules_ok(call, skip, main) and self._single(call)):
+            return self
+        s = self._streams[0]
+        k = self._add_module(skip, "also", [s], "also_with")
+        m = self._add_module(main, "also", [s], "also_with")
+        add = self._add("add", "add", None, [k, m], f"also_with({k}, {m})")
+        return self._stream_to(add, on_target=m)
+
+    def fork(self, module: nn.Module) -> FlowBuilder:
+        """Side branch: compute ``module(x)`` and keep the stream on x. The next ``tag`` names
+        the side output; a following ``using`` feeds refs to ``module``."""
+        call = f"fork({_cls(module)})"
+        if not (self._modules_ok(call, module) and self._single(call)):
+            return self
+        f = self._add_module(module, "fork", list(self._streams), "fork")
+        self._on_target = f
+        self._fork_target = f
+        return self
+
+    def split(self, modules: Sequence[nn.Module]) -> FlowBuilder:
+        """Parallel branches, each fed the stream; ``merge`` joins them. A following ``using``
+        feeds refs to every branch."""
+        call = f"split([{len(modules) if isinstance(modules, (list, tuple)) else '?'}])"
+        mods = self._module_list(call, "branches", modules)
+        if mods is None or not self._single(call):
+            return self
+        s = self._streams[0]
+        self._streams = [self._add_module(m, "split", [s], "split") for m in mods]
+        self._on_target = None
+        self._fork_target = None
+        return self
+
+    def merge(self, op: MergeOp | str = MergeOp.ADD) -> FlowBuilder:
+        """Join the streams of a ``split``: ``MergeOp.ADD`` (sum) or ``MergeOp.MEAN``."""
+        call = f"merge({getattr(op, 'name', op)!s})"
+        try:
+            op = MergeOp(op)
+        except ValueError:
+            return self._fail(call, f"unknown merge op {op!r}; expected MergeOp.ADD or MEAN")
+        if len(self._streams) < 2:
+            return self._fail(call, f"requires multiple streams (after split), {self._where()}")
+        nid = self._add("merge", "merge", None, self._streams, call, {"op": op})
+        return self._stream_to(nid)
+
+    # -- names and refs ------------------------------------------------------------------------
+
+    def _name_taken(self, name: str) -> str | None:
+        if name in self._tags:
+            return f"tag {name!r} is already on {self._tags[name]}"
+        if name in self._groups:
+            return f"{name!r} is already a tag group"
+        return None
+
+    def _set_tag(self, name: str, nid: str) -> None:
+        self._tags[name] = nid
+        self._nodes[nid].tags.append(name)
+        # A later tag resolves the refs that were waiting for it: they read this node's value
+        # of the previous call (state carried across calls).
+        self._pending.pop(name, None)
+
+    def tag(self, name: str) -> FlowBuilder:
+        """Name the current stream (or the pending ``fork`` output) so ``using``, ``map.over``,
+        ``graph.tagged`` and graph paths can reach it."""
+        call = f"tag({name!r})"
+        problem = tag_problem(name) or self._name_taken(name)
+        if self._fork_target is not None:
+            nid, self._fork_target = self._fork_target, None
+        elif not self._single(call):
+            return self
+        else:
+            nid = self._streams[0]
+        if problem:
+            return self._fail(call, f"{problem} (tagging {nid})")
+        self._set_tag(name, nid)
+        return self
+
+    def tag_group(self, name: str) -> FlowBuilder:
+        """After ``split``, tag branch i as ``"{name}_{i}"`` and remember them as a group."""
+        call = f"tag_group({name!r})"
+        if len(self._streams) < 2:
+            return self._fail(call, f"requires at least 2 streams (after split), {self._where()}")
+        problem = tag_problem(name) or self._name_taken(name)
+        names = [f"{name}_{i}" for i in range(len(self._streams))]
+        problem = problem or next(
+            (f"group member {n!r} collides with an existing tag" for n in names if n in self._tags),
+            None,
+        )
+        if problem:
+            return self._fail(call, problem)
+        for n, nid in zip(names, self._streams, strict=True):
+            self._set_tag(n, nid)
+        self._groups[name] = tuple(names)
+        return self
+
+    def input(self, names: Sequence[str] | str) -> FlowBuilder:
+        """Declare auxiliary graph inputs; call ``graph(x, a, b)`` or ``graph(x, a=..., b=...)``.
+
+        Each input is tagged with its name, so ``using([name])`` reads it. A ``using`` that named
+        it earlier reads the current call's value (inputs exist from the start of each call).
+        """
+        names = [names] if isinstance(names, str) else list(names)
+        for name in names:
+            call = f"input({name!r})"
+            if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+                self._fail(call, "an input name must be a Python identifier (it is a parameter)")
+                continue
+            if name.startswith("_") or name in RESERVED_INPUTS:
+                self._fail(
+                    call,
+                    f"input names cannot start with '_' or be one of {sorted(RESERVED_INPUTS)}",
+                )
+                continue
+            taken = self._name_taken(name)
+            if taken:
+                self._fail(call, f"name conflicts with an existing tag: {taken}")
+                continue
+            nid = self._add(
+                "input", "input", None, [], call, node_id=f"input_{name}_{self._counter + 1}"
+            )
+            waiting = self._pending.get(name, [])
+            for consumer in waiting:
+                self._nodes[consumer].forward_refs.discard(name)
+            self._set_tag(name, nid)
+            self._inputs.append((name, nid))
+        return self
+
+    def _ref_problem(self, node: NodeRecord) -> str | None:
+        kind, m = node.kind, node.module
+        if kind == "input":
+            return (
+                "using requires a preceding through, split, or merge (a graph input takes no refs)"
+            )
+        if kind in ("add", "merge", "map"):
+            return f"{node.id} ({kind}) takes no refs"
+        hint = "implement forward_named(x, refs) on it"
+        if isinstance(m, (Gate, Switch)):
+            if not supports_refs(m.router):
+                return (
+                    f"the router {_cls(m.router)} of {node.id} does not support .using() refs; "
+                    f"{hint} (SoftmaxRouter, SigmoidRouter, ArgmaxSelector do)"
+                )
+            return None
+        if kind == "loop":
+            body = m.body  # type: ignore[union-attr]
+            if not supports_refs(body):
+                return (
+                    f"the loop body {_cls(body)} of {node.id} does not support .using() refs; "
+                    f"{hint}"
+                )
+            return None
+        if m is not None and not supports_refs(m):
+            return f"{node.id} ({_cls(m)}) does not support .using() refs; {hint}"
+        return None
+
+    def using(self, refs: Sequence[str] | str) -> FlowBuilder:
+        """Feed tagged values to the last module as named refs (``forward_named(x, refs)``).
+
+        A tag defined earlier is a backward ref (this call's value). A tag defined later is a
+        forward ref: it reads the previous call's value, zeros on the first call and after
+        ``reset_state()``. After ``split`` the refs reach every branch.
+        """
+        names = [refs] if isinstance(refs, str) else list(refs)
+        if not names:
+            return self
+        call = f"using({names!r})"
+        bad = [n for n in names if tag_problem(n)]
+        if bad:
+            return self._fail(call, "; ".join(str(tag_problem(n)) for n in bad))
+        targets = [self._on_target] if self._on_target is not None else list(self._streams)
+        for tid in targets:
+            node = self._nodes[tid]
+            problem = self._ref_problem(node)
+            if problem:
+                self._fail(call, problem)
+                continue
+            for name in names:
+                if name in node.refs:
+                    self._fail(call, f"{tid} already reads ref {name!r}")
+                elif name in self._groups:
+                    self._fail(call, f"{name!r} is a tag group; use its tags {self._groups[name]}")
+                else:
+                    node.refs.append(name)
+                    if name not in self._tags:
+                        node.forward_refs.add(name)
+                        self._pending.setdefault(name, []).append(tid)
+        return self
+
+    # -- composite nodes -----------------------------------------------------------------------
+
+    def loop_body(self, body: nn.Module) -> LoopBuilder:
+        """Repeat ``body``: finish with ``.for_n(n)``, ``.while_cond(cond, max_iter)`` or
+        ``.until_cond(cond, max_iter)``."""
+        from ._subbuilders import LoopBuilder
+
+        return LoopBuilder(self, body)
+
+    def map(self, body: nn.Module) -> MapBuilder:
+        """Apply ``body`` per element: finish with ``.each()``, ``.over(tag)`` or
+        ``.slices(n)`` (``.batched()`` first for one call on all rows)."""
+        from ._subbuilders import MapBuilder
+
+        return MapBuilder(self, body)
+
+    def gate(self, router: nn.Module, experts: Sequence[nn.Module]) -> FlowBuilder:
+        """Soft routing: ``sum_n router(x)[..., n] * experts[n](x)`` (all experts run)."""
+        call = (
+            f"gate({_cls(router)}, [{len(experts) if isinstance(experts, (list, tuple)) else '?'}])"
+        )
+        mods = self._module_list(call, "experts", experts)
+        if mods is None or not (self._modules_ok(call, router) and self._single(call)):
+            return self
+        nid = f"gate_{self._counter + 1}"
+        nid = self._add("gate", "gate", Gate(router, mods), self._streams, f"gate({nid})")
+        return self._stream_to(nid)
+
+    def switch(self, selector: nn.Module, branches: Sequence[nn.Module]) -> FlowBuilder:
+        """Hard routing: only ``branches[selector(x)]`` runs, for the whole batch."""
+        call = (
+            f"switch({_cls(selector)}, "
+            f"[{len(branches) if isinstance(branches, (list, tuple)) else '?'}])"
+        )
+        mods = self._module_list(call, "branches", branches)
+        if mods is None or not (self._modules_ok(call, selector) and self._single(call)):
+            return self
+        nid = f"switch_{self._counter + 1}"
+        nid = self._add(
+            "switch", "switch", Switch(selector, mods, nid), self._streams, f"switch({nid})"
+        )
+        return self._stream_to(nid)
+
+    # -- graph-level settings ------------------------------------------------------------------
+
+    def label(self, name: str) -> FlowBuilder:
+        """A human label; a labeled graph nested in another becomes a tree child (path
+        segment, submodule name)."""
+        problem = check_label(name)
+        if problem is not None:
+            return self._fail(f"label({name!r})", problem)
+        self._label = name
+        return self
+
+    def internal(self, tag: str) -> FlowBuilder:
+        """Hide ``tag`` from path resolution by parent graphs (``_``-prefixed tags already are)."""
+        self._internal.append(tag)
+        return self
+
+    def build(self) -> Graph:
+        """Check the recorded graph, resolve it once and return the :class:`Graph`.
+
+        Raises :class:`~flodl_core.BuildError` listing every problem found.
+        """
+        from ._graph import Graph
+        from ._plan import resolve
+
+        if self._built:
+            raise BuildError(["build(): this builder was already built; make a new FlowBuilder"])
+        plan, errors = resolve(self)
+        if errors or plan is None:
+            raise BuildError(errors)
+        self._built = True
+        return Graph(plan)

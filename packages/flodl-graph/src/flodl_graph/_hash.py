@@ -1,0 +1,57 @@
+"""The structural hash of a graph (SHA-256 over its structure, never over values).
+
+Adapted from the original's recipe: in topological order, each node's id, its module's class
+name and the names and shapes of its parameters and buffers (a nested graph adds its own
+hash); then the edges, the tags and the inputs/output. Dtypes, values and labels are not
+hashed, so a checkpoint stays valid across dtype casts and relabeling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._graph import Graph
+
+
+def _dims(shape: tuple[int, ...]) -> bytes:
+    return b"".join(struct.pack("<q", d) for d in shape)
+
+
+def structural_hash(graph: Graph) -> str:
+    """64 lowercase hex characters."""
+    from ._graph import Graph
+
+    plan = graph._plan
+    h = hashlib.sha256()
+    index = {n.id: i for i, n in enumerate(plan.nodes)}
+    for node in plan.nodes:
+        h.update(node.id.encode() + b"\0")
+        m = node.module
+        if m is None:
+            continue
+        h.update(type(m).__name__.encode() + b"\0")
+        for name, p in sorted(m.named_parameters(), key=lambda kv: kv[0]):
+            h.update(b"P" + name.encode() + b"\0" + _dims(tuple(p.shape)))
+        for name, b in sorted(m.named_buffers(), key=lambda kv: kv[0]):
+            h.update(b"B" + name.encode() + b"\0" + _dims(tuple(b.shape)))
+        if isinstance(m, Graph):
+            h.update(b"G" + m.structural_hash().encode())
+    h.update(b"EDGES")
+    for node in plan.nodes:
+        for port, src in enumerate(node.inputs):
+            h.update(f"{src}\0output\0{node.id}\0input_{port}\0".encode())
+        for ref in node.refs:
+            h.update(f"{plan.tags[ref]}\0output\0{node.id}\0ref_{ref}\0".encode())
+    h.update(b"TAGS")
+    for tag in sorted(plan.tags):
+        h.update(tag.encode() + b"\0" + struct.pack("<QQ", index[plan.tags[tag]], 0))
+    h.update(b"INPUTS")
+    h.update(f"input\0{plan.entry}\0input\0".encode())
+    for name, nid in zip(plan.input_names, plan.input_nodes, strict=True):
+        h.update(f"{name}\0{nid}\0input\0".encode())
+    h.update(b"OUTPUTS")
+    h.update(f"output\0{plan.output}\0output\0".encode())
+    return h.hexdigest()

@@ -1,0 +1,108 @@
+"""The sub-builders returned by ``loop_body`` and ``map``; their final call returns the
+``FlowBuilder``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torch import nn
+
+from .nodes._loop import Loop, LoopMode
+from .nodes._map import Map, MapMode
+
+if TYPE_CHECKING:
+    from ._builder import FlowBuilder
+
+
+def _count_ok(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+class LoopBuilder:
+    """``loop_body(body)`` awaiting its iteration rule."""
+
+    def __init__(self, fb: FlowBuilder, body: nn.Module) -> None:
+        self._fb = fb
+        self._body = body
+
+    def _finish(self, mode: LoopMode, call: str, count: object, cond: object) -> FlowBuilder:
+        fb = self._fb
+        mods = (self._body,) if cond is None else (self._body, cond)
+        if not fb._modules_ok(call, *mods):
+            return fb
+        if not _count_ok(count):
+            what = "n" if mode == "for" else "max_iter"
+            return fb._fail(call, f"{what} must be an int >= 1, got {count!r} ({fb._where()})")
+        if not fb._single(call):
+            return fb
+        loop = Loop(self._body, mode, count, cond)  # type: ignore[arg-type]
+        nid = fb._add("loop", "loop", loop, list(fb._streams), call)
+        fb._nodes[nid].call = f"{call.split('(')[0]}({nid})"
+        fb._nodes[nid].options.update(mode=mode, count=count)
+        return fb._stream_to(nid)
+
+    def for_n(self, n: int) -> FlowBuilder:
+        """Exactly ``n`` iterations (gradients flow through all of them)."""
+        return self._finish("for", f"loop_body(...).for_n({n!r})", n, None)
+
+    def while_cond(self, cond: nn.Module, max_iter: int) -> FlowBuilder:
+        """Before each iteration, halt if ``cond(state)[0] > 0``; 0..max_iter iterations."""
+        return self._finish(
+            "while", f"loop_body(...).while_cond(..., {max_iter!r})", max_iter, cond
+        )
+
+    def until_cond(self, cond: nn.Module, max_iter: int) -> FlowBuilder:
+        """After each iteration (but the last allowed), halt if ``cond(state)[0] > 0``;
+        1..max_iter iterations."""
+        return self._finish(
+            "until", f"loop_body(...).until_cond(..., {max_iter!r})", max_iter, cond
+        )
+
+
+class MapBuilder:
+    """``map(body)`` awaiting what to iterate over."""
+
+    def __init__(self, fb: FlowBuilder, body: nn.Module) -> None:
+        self._fb = fb
+        self._body = body
+        self._batched = False
+
+    def batched(self) -> MapBuilder:
+        """Call the body once on all rows instead of once per row."""
+        self._batched = True
+        return self
+
+    def _finish(self, mode: MapMode, call: str, n: int = 1, source: str | None = None):
+        fb = self._fb
+        if not (fb._modules_ok(call, self._body) and fb._single(call)):
+            return fb
+        nid = f"map_{fb._counter + 1}"
+        m = Map(self._body, mode, self._batched, n, nid)
+        inputs = [source] if source is not None else list(fb._streams)
+        nid = fb._add("map", "map", m, inputs, f"{call.split('(')[0]}({nid})")
+        fb._nodes[nid].options.update(mode=mode, n=n, batched=self._batched)
+        return fb._stream_to(nid)
+
+    def each(self) -> FlowBuilder:
+        """Run the body on each 1-row slice along dim 0 and concatenate."""
+        return self._finish("each", "map(...).each()")
+
+    def over(self, tag: str) -> FlowBuilder:
+        """Like ``each`` but over the tensor tagged ``tag`` (defined earlier); the result
+        replaces the stream."""
+        call = f"map(...).over({tag!r})"
+        fb = self._fb
+        if tag not in fb._tags:
+            return fb._fail(
+                call,
+                f"no tag {tag!r} defined earlier (map.over needs a backward tag); "
+                f"known tags: {sorted(fb._tags) or '(none)'}",
+            )
+        return self._finish("over", call, source=fb._tags[tag])
+
+    def slices(self, n: int) -> FlowBuilder:
+        """Split the last dim into ``n`` slices, map the body over them, join them back."""
+        call = f"map(...).slices({n!r})"
+        if not _count_ok(n):
+            return self._fb._fail(call, f"n must be an int >= 1, got {n!r}")
+        return self._finish("slices", call, n=n)

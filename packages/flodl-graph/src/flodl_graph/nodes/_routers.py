@@ -1,0 +1,89 @@
+"""Routers for ``gate`` (soft weights) and selectors for ``switch`` (one branch index)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torch import Tensor, nn
+
+from flodl_core import ConfigError
+
+
+def _check_dims(owner: str, **dims: int) -> None:
+    for name, v in dims.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{owner}: {name} must be a positive int, got {v!r}")
+
+
+def _add_refs(x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
+    for r in refs.values():
+        x = x + r
+    return x
+
+
+class SoftmaxRouter(nn.Module):
+    """Linear projection then softmax over experts: x (..., in) -> weights (..., n_experts)."""
+
+    def __init__(self, in_features: int, n_experts: int) -> None:
+        super().__init__()
+        _check_dims("SoftmaxRouter", in_features=in_features, n_experts=n_experts)
+        self.proj = nn.Linear(in_features, n_experts)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(x).softmax(-1)
+
+    def forward_named(self, x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
+        """Refs are added to the input before projecting (context-conditioned routing)."""
+        return self.forward(_add_refs(x, refs))
+
+
+class SigmoidRouter(nn.Module):
+    """Linear then sigmoid: independent weights in (0, 1) that need not sum to 1."""
+
+    def __init__(self, in_features: int, n_experts: int) -> None:
+        super().__init__()
+        _check_dims("SigmoidRouter", in_features=in_features, n_experts=n_experts)
+        self.proj = nn.Linear(in_features, n_experts)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(x).sigmoid()
+
+    def forward_named(self, x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
+        return self.forward(_add_refs(x, refs))
+
+
+class FixedSelector(nn.Module):
+    """Always selects branch ``index``. Returns a Python int, so ``torch.compile`` sees a
+    constant and the switch compiles without a graph break."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ConfigError(f"FixedSelector: index must be an int >= 0, got {index!r}")
+        self.index = index
+
+    def forward(self, x: Tensor) -> int:
+        return self.index
+
+    def extra_repr(self) -> str:
+        return str(self.index)
+
+
+class ArgmaxSelector(nn.Module):
+    """Linear scores, then the argmax branch: x (B, in) -> a 0-d index tensor.
+
+    The whole batch takes one branch; for B > 1 the decision uses the batch-mean score (for
+    B == 1 this is the plain argmax). No gradient reaches the selector through the index.
+    """
+
+    def __init__(self, in_features: int, n_branches: int) -> None:
+        super().__init__()
+        _check_dims("ArgmaxSelector", in_features=in_features, n_branches=n_branches)
+        self.proj = nn.Linear(in_features, n_branches)
+
+    def forward(self, x: Tensor) -> Tensor:
+        scores = self.proj(x)
+        return scores.reshape(-1, scores.shape[-1]).mean(0).argmax()
+
+    def forward_named(self, x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
+        return self.forward(_add_refs(x, refs))

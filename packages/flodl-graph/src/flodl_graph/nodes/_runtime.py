@@ -1,0 +1,116 @@
+"""Small run-time functions shared by the composite nodes and the generated forward.
+
+They hold the checks that need the data (halting decisions, switch indices, map shapes), so the
+generated code stays straight-line and the composite modules' own ``forward`` agree with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor, nn
+
+from flodl_core import ConfigError, ShapeError
+
+
+def supports_refs(module: nn.Module) -> bool:
+    """Whether ``module`` takes named refs (implements ``forward_named(x, refs)``)."""
+    return callable(getattr(type(module), "forward_named", None))
+
+
+def has_reset(module: nn.Module) -> bool:
+    """Whether ``module`` defines ``reset()`` (looked up on the class: a submodule called
+    ``reset`` must not count)."""
+    return callable(getattr(type(module), "reset", None))
+
+
+def halt(signal: Tensor | float | int | bool) -> bool:
+    """The halting rule of conditional loops: halt iff the first element is > 0.
+
+    An empty tensor never halts. The value is read to the host (no gradient through it).
+    """
+    if isinstance(signal, Tensor):
+        if signal.numel() == 0:
+            return False
+        return bool(signal.detach().reshape(-1)[0] > 0)
+    return float(signal) > 0
+
+
+def switch_index(selected: Tensor | int, n: int, node: str) -> int:
+    """The branch index chosen by a switch selector, checked against the ``n`` branches.
+
+    ``selected``: a Python int or a single-element tensor (the whole batch takes one branch).
+    """
+    if isinstance(selected, Tensor):
+        if selected.numel() != 1:
+            raise ShapeError(
+                f"{node}: the selector returned a tensor of shape {tuple(selected.shape)}; "
+                "expected a single element (one branch index for the whole batch)"
+            )
+        if selected.is_floating_point() or selected.is_complex():
+            value = float(selected.detach().reshape(()))
+            if value != int(value):
+                raise ConfigError(f"{node}: the selector returned {value}; expected an integer")
+            index = int(value)
+        else:
+            index = int(selected.detach().reshape(()))
+    elif isinstance(selected, int) and not isinstance(selected, bool):
+        index = selected
+    else:
+        raise ConfigError(
+            f"{node}: the selector returned {type(selected).__name__}; "
+            "expected an int or a single-element tensor"
+        )
+    if not 0 <= index < n:
+        raise ConfigError(
+            f"{node}: the selector chose branch {index} but only {n} branches exist "
+            f"(expected 0..{n - 1})"
+        )
+    return index
+
+
+def map_each(body: nn.Module, x: Tensor) -> Tensor:
+    """Run ``body`` on every 1-row slice of ``x`` along dim 0 and concatenate the results.
+
+    x: (N, ...) -> (N, ...out). An empty ``x`` (N == 0) passes through unchanged.
+    """
+    if x.shape[0] == 0:
+        return x
+    return torch.cat([body(row) for row in x.split(1)], 0)
+
+
+def map_slices(body: nn.Module, x: Tensor, n: int, batched: bool, node: str) -> Tensor:
+    """Split the last dim of ``x`` into ``n`` slices, run ``body`` on each, join them back.
+
+    x: (B, ..., D) -> rows (B·…·n, D/n) -> body -> (B, ..., out·n).
+    """
+    if x.dim() < 2:
+        raise ShapeError(
+            f"{node}: map(...).slices({n}) needs an input of rank >= 2 (B, D); "
+            f"got shape {tuple(x.shape)}"
+        )
+    d = x.shape[-1]
+    if d % n != 0:
+        raise ShapeError(
+            f"{node}: map(...).slices({n}) needs the last dim divisible by {n}; "
+            f"got shape {tuple(x.shape)}"
+        )
+    rows = x.reshape(-1, d // n)
+    out = body(rows) if batched else map_each(body, rows)
+    return out.reshape(*x.shape[:-1], -1)
+
+
+def gate_combine(experts: Tensor, weights: Tensor) -> Tensor:
+    """Weighted sum of stacked expert outputs: experts (..., D, N), weights (..., N) -> (..., D).
+
+    No normalisation: the router decides (softmax, sigmoid ...).
+    """
+    return (experts * weights.unsqueeze(-2)).sum(-1)
+
+
+def call_refs(module: nn.Module, x: Tensor, refs: Mapping[str, Tensor] | None) -> Tensor:
+    """``module.forward_named(x, refs)`` when there are refs, else ``module(x)``."""
+    if refs:
+        return module.forward_named(x, dict(refs))
+    return module(x)

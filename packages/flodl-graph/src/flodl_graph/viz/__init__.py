@@ -1,0 +1,1 @@
+"""Visualization and profiling: DOT, SVG, profile heat maps, HTML plots."""
