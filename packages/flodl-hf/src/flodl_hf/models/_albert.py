@@ -1,0 +1,101 @@
+"""ALBERT: factorised embeddings (``embedding_size`` < ``hidden_size``) and shared layer groups.
+
+The encoder runs ``num_hidden_layers`` steps over only ``num_hidden_groups`` distinct groups of
+weights (ALBERT-base: 12 steps, 1 group), so it is one module holding the groups and looping over
+them, under transformers' names (``encoder.albert_layer_groups.0.albert_layers.0...``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .._config import HfConfig
+from ._layers import Activation, merge_heads, sdpa, split_heads
+
+
+class AlbertAttention(nn.Module):
+    """Self-attention with its output projection and post-LayerNorm in one module."""
+
+    def __init__(self, config: HfConfig) -> None:
+        super().__init__()
+        h = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+        self.dense = nn.Linear(h, h)
+        self.LayerNorm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.dropout_p = config.attention_probs_dropout_prob
+        self.output_dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        q = split_heads(self.query(x), self.num_heads)
+        k = split_heads(self.key(x), self.num_heads)
+        v = split_heads(self.value(x), self.num_heads)
+        drop = self.dropout_p if self.training else 0.0
+        ctx = merge_heads(sdpa(q, k, v, mask, drop))
+        return self.LayerNorm(x + self.output_dropout(self.dense(ctx)))
+
+
+class AlbertLayer(nn.Module):
+    def __init__(self, config: HfConfig) -> None:
+        super().__init__()
+        h = config.hidden_size
+        self.attention = AlbertAttention(config)
+        self.ffn = nn.Linear(h, config.intermediate_size)
+        self.ffn_output = nn.Linear(config.intermediate_size, h)
+        self.activation = Activation(config.hidden_act)
+        self.full_layer_layer_norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        a = self.attention(x, mask)
+        return self.full_layer_layer_norm(self.ffn_output(self.activation(self.ffn(a))) + a)
+
+
+class AlbertLayerGroup(nn.Module):
+    def __init__(self, config: HfConfig) -> None:
+        super().__init__()
+        self.albert_layers = nn.ModuleList(
+            AlbertLayer(config) for _ in range(config.inner_group_num)
+        )
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        for layer in self.albert_layers:
+            x = layer(x, mask)
+        return x
+
+
+class AlbertTransformer(nn.Module):
+    """``(B, S, E) -> (B, S, H)``: project the embeddings, then run the shared groups.
+
+    Step ``i`` of ``num_hidden_layers`` uses group ``i * groups // layers``.
+    """
+
+    def __init__(self, config: HfConfig) -> None:
+        super().__init__()
+        self.num_layers = config.num_hidden_layers
+        self.num_groups = config.num_hidden_groups
+        self.embedding_hidden_mapping_in = nn.Linear(config.embedding_dim, config.hidden_size)
+        self.albert_layer_groups = nn.ModuleList(
+            AlbertLayerGroup(config) for _ in range(config.num_hidden_groups)
+        )
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        x = self.embedding_hidden_mapping_in(x)
+        for i in range(self.num_layers):
+            x = self.albert_layer_groups[i * self.num_groups // self.num_layers](x, attention_mask)
+        return x
+
+    def forward_named(self, x: Tensor, refs: dict[str, Tensor]) -> Tensor:
+        return self.forward(x, refs.get("attention_mask"))
+
+
+class AlbertPooler(nn.Linear):
+    """``tanh(W x[:, 0] + b)``; a Linear subclass so its keys are ``pooler.weight`` / ``.bias``."""
+
+    def __init__(self, config: HfConfig) -> None:
+        super().__init__(config.hidden_size, config.hidden_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.tanh(super().forward(x[:, 0]))

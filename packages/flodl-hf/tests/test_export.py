@@ -1,0 +1,54 @@
+"""Export: files, dtype, tokenizer, refusal to overwrite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+import flodl_hf as fh
+from flodl_core import ConfigError
+
+
+def test_export_files_dtype_and_overwrite(
+    tiny_models: dict, tokenizer_file: Path, tmp_path: Path
+) -> None:
+    folder, _ = tiny_models["distilbert", "mlm"]
+    model = fh.AutoModelForMaskedLM.from_pretrained(folder, dtype=torch.bfloat16)
+    model.with_tokenizer(fh.HfTokenizer.from_file(tokenizer_file))
+    out = fh.export(model, tmp_path / "x")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["architectures"] == ["DistilBertForMaskedLM"] and cfg["dtype"] == "bfloat16"
+    assert cfg["dim"] == 32 and "hidden_size" not in cfg
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        keys = set(f.keys())
+        assert f.get_tensor("vocab_projector.bias").dtype == torch.bfloat16
+        assert f.metadata() == {"format": "pt"}
+    assert "vocab_projector.weight" not in keys  # tied to the word embeddings
+    again = fh.AutoModelForMaskedLM.from_pretrained(out)
+    assert again.dtype == torch.bfloat16 and again.tokenizer is not None
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, again.state_dict()[k]), k
+    with pytest.raises(ConfigError, match="overwrite=True"):
+        fh.export(model, out)
+    fh.export(model, out, overwrite=True)
+    with pytest.raises(ConfigError, match="expects a flodl_hf model"):
+        fh.export(torch.nn.Linear(2, 2), tmp_path / "y")  # type: ignore[arg-type]
+
+
+def test_base_export_has_bare_keys(tiny_models: dict, tmp_path: Path) -> None:
+    folder, _ = tiny_models["albert", "base"]
+    out = fh.export(fh.AutoModel.from_pretrained(folder), tmp_path)
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        keys = list(f.keys())
+    assert "embeddings.word_embeddings.weight" in keys and not any(
+        k.startswith("albert.") for k in keys
+    )
