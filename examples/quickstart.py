@@ -1,37 +1,81 @@
-"""Quickstart: train a small residual MLP on a synthetic regression task.
+"""Quickstart: build a residual MLP with FlowBuilder, train it, watch it with the monitor.
 
-Run with ``./fdl run``. Prints one line per epoch.
+Run with ``./fdl run`` (add ``--serve 3000`` for the live dashboard at http://127.0.0.1:3000).
+Prints one line per epoch and writes ``runs/quickstart/report.html``, the whole run as one
+offline page.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
 
 import flodl_core as fc
+from flodl_graph import FlowBuilder
+from flodl_monitor import Monitor
 
 
-def main(epochs: int = 10) -> float:
+def make_data(n: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+    """A smooth 2-D -> 2-D target: x: (n, 2), y: (n, 2)."""
+    x = torch.randn(n, 2)
+    y = torch.stack([torch.sin(x[:, 0]) * x[:, 1], x[:, 0] - 0.5 * x[:, 1] ** 2], dim=1)
+    return x, y
+
+
+def build_model() -> nn.Module:
+    # The seed's quickstart: a chain with a residual block (`also` adds the input back).
+    return (
+        FlowBuilder(fc.Linear(2, 16))
+        .through(fc.GELU())
+        .through(fc.LayerNorm(16))
+        .also(fc.Linear(16, 16))
+        .through(fc.Linear(16, 2))
+        .build()
+    )
+
+
+def main() -> float:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    quick = os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
+    parser.add_argument("--epochs", type=int, default=5 if quick else 30)
+    parser.add_argument("--serve", type=int, metavar="PORT", help="serve the live dashboard")
+    parser.add_argument("--out", type=Path, default=Path("runs/quickstart"))
+    args = parser.parse_args()
+
     fc.manual_seed(0)
-    x = torch.randn(512, 2)
-    y = torch.stack([x[:, 0] * x[:, 1], x[:, 0] - x[:, 1]], dim=1)
-    model = nn.Sequential(nn.Linear(2, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 2))
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    loss_value = float("nan")
-    for epoch in range(1, epochs + 1):
+    x, y = make_data()
+    loader = fc.DataLoader((x, y), batch_size=64, names=["input", "target"])
+    model = build_model()
+    opt = fc.Adam(model.parameters(), lr=0.01)
+    sched = fc.Warmup(fc.Cosine(0.01, total=args.epochs, min_lr=1e-4), warmup_steps=2)
+
+    monitor = Monitor(args.epochs)
+    if args.serve is not None:
+        monitor.serve(args.serve)  # prints the URL; stays up until the script ends
+    model.train()
+    for epoch in range(args.epochs):
         t0 = time.perf_counter()
-        for i in range(0, len(x), 64):
-            pred = model(x[i : i + 64])
-            loss = nn.functional.mse_loss(pred, y[i : i + 64])
+        sched.apply(opt, epoch)
+        for batch in loader.epoch(epoch):
+            loss = fc.mse_loss(model(batch["input"]), batch["target"])
             opt.zero_grad()
             loss.backward()
+            fc.clip_grad_norm(model.parameters(), 1.0)
             opt.step()
-            loss_value = loss.item()
-        ms = (time.perf_counter() - t0) * 1e3
-        print(f"  epoch {epoch:3d}/{epochs}  loss={loss_value:.4f}  [{ms:.0f}ms]")
-    return loss_value
+            model.record_scalar("loss", loss.item())  # batch values, averaged by flush()
+        model.record_scalar("lr", opt.lr())
+        model.flush()  # batch buffers -> one epoch value per metric (the mean)
+        monitor.log(epoch, time.perf_counter() - t0, model)  # reads model.latest_metrics()
+    monitor.finish()
+    report = monitor.save_html(args.out / "report.html")
+    print(f"  report: {report}")
+    monitor.stop()
+    return model.trend("loss").latest()
 
 
 if __name__ == "__main__":
