@@ -8,6 +8,7 @@ Venvs are reused between runs (``-R`` style) because torch alone costs ~30 s per
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -29,8 +30,8 @@ def _install_torch(session: nox.Session) -> None:
     session.install("-c", CONSTRAINTS, "torch")
 
 
-def _pytest(session: nox.Session, *paths: str) -> None:
-    """pytest where "no tests collected" (exit 5) is a failure, as it is for CI."""
+def _pytest(session: nox.Session, *args: str, **env: str) -> None:
+    """pytest offline; any non-zero exit fails the session, "no tests collected" (5) included."""
     session.run(
         "python",
         "-m",
@@ -38,9 +39,8 @@ def _pytest(session: nox.Session, *paths: str) -> None:
         "-q",
         "-p",
         "no:cacheprovider",
-        *paths,
-        *session.posargs,
-        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+        *args,
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env},
     )
 
 
@@ -59,7 +59,7 @@ def tests(session: nox.Session) -> None:
     editables = [arg for p in PACKAGES for arg in ("-e", f"packages/{p}")]
     session.install("-c", CONSTRAINTS, *editables, *TEST_TOOLS, *TEST_ONLY)
     _extra_test_data(session)
-    _pytest(session, "tests", "packages", "docs", "examples")
+    _pytest(session, "tests", "packages", "docs", "examples", *session.posargs)
 
 
 def _extra_test_data(session: nox.Session) -> None:
@@ -81,7 +81,7 @@ def isolation(session: nox.Session) -> None:
         session.notify(f"isolated-{p}", posargs=[str(wheels)])
 
 
-def _isolated(package: str):
+def _isolated(package: str) -> Callable[[nox.Session], None]:
     module = package.replace("-", "_")
 
     def run(session: nox.Session) -> None:
@@ -94,21 +94,15 @@ def _isolated(package: str):
         session.install("-c", CONSTRAINTS, "--find-links", str(wheels), str(wheel), *TEST_TOOLS)
         session.run("python", "-c", f"import {module}; print({module}.__name__, 'imports alone')")
         tests_dir = ROOT / "packages" / package / "tests"
-        if any(tests_dir.rglob("test_*.py")):
-            session.run(
-                "python",
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "--rootdir",
-                str(ROOT),
-                "-c",
-                str(ROOT / "pyproject.toml"),
-                str(tests_dir),
-                env={"HF_HUB_OFFLINE": "1", "FLODL_ISOLATED": "1"},
-            )
+        _pytest(
+            session,
+            "--rootdir",
+            str(ROOT),
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            str(tests_dir),
+            FLODL_ISOLATED="1",
+        )
 
     run.__name__ = f"isolated_{module}"
     run.__doc__ = f"{package} alone from its wheel, in a fresh venv (run through 'isolation')."

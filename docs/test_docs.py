@@ -6,10 +6,8 @@ state, threads or servers into each other, and a hung tutorial is bounded by a t
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,24 +28,14 @@ def test_block_extraction() -> None:
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
-def test_doc_code_runs(doc: Path, tmp_path: Path) -> None:
+def test_doc_code_runs(doc: Path, tmp_path: Path, run_script: Callable[..., object]) -> None:
     blocks = python_blocks(doc.read_text())
     if not blocks:
         pytest.skip(f"{doc.name} has no python blocks")
-    # Line markers map a failure back to the document.
+    # Block markers map a failure back to the document.
     source = "\n".join(
         f"# --- {doc.name} block {i + 1} ---\n{block}" for i, block in enumerate(blocks)
     )
-    script = tmp_path / "doc_script.py"
+    script = tmp_path / f"{doc.stem}.py"
     script.write_text(source)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, f"{doc.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    run_script(script, MPLBACKEND="Agg")
