@@ -88,3 +88,12 @@ def test_console_script_starts_without_torch() -> None:
     code = "import sys, flodl_cli._main as m; m._version_text(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_mismatched_core_release_exits_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda d: "0.0.9" if d == "flodl-core" else real(d))
+    with pytest.raises(SystemExit, match=r"found flodl-core==0\.0\.9; fix with: pip install"):
+        _main.main(["--version"])

@@ -73,9 +73,29 @@ def _cmd_test(nox_args: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "nox", *nox_args], cwd=root, env=env)
 
 
+def _check_core_version() -> None:
+    """Exit with the fix when the installed flodl-core is of another release.
+
+    flodl-core's own ``check_siblings`` would import torch; the CLI must start without it, so
+    this reads the package metadata directly.
+    """
+    from importlib import metadata
+
+    try:
+        found = metadata.version("flodl-core")
+    except metadata.PackageNotFoundError:
+        return  # a source checkout on sys.path: nothing to compare against
+    if found != _VERSION:
+        sys.exit(
+            f"fdl {_VERSION} needs flodl-core=={_VERSION}, found flodl-core=={found}; fix with: "
+            f"pip install flodl-cli=={_VERSION} flodl-core=={_VERSION}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fdl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _check_core_version()
     # `run` and `test` pass everything after them through untouched (argparse would try to
     # interpret a forwarded `-s lint` itself).
     if argv and argv[0] == "test":
