@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from flodl_graph import FlowBuilder
-
-from ._common import Bench, randn, spec_of
+from ._common import chain_bench, randn
 
 B, HW = 16, 32
 
@@ -24,26 +22,9 @@ def _layers() -> list[nn.Module]:
     return [*layers, nn.ConvTranspose2d(16, 3, 4, 2, 1)]
 
 
-def flodl() -> nn.Module:
-    first, *rest = _layers()
-    fb = FlowBuilder(first)
-    for m in rest:
-        fb = fb.through(m)
-    return fb.build()
-
-
-class Hand(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(*_layers())
-
-    def forward(self, x):
-        return self.net(x)
-
-
 def _data(b: int):
     x = randn(b, 3, HW, HW)
     return x, x.clone()
 
 
-BENCH = Bench("conv_autoenc", spec_of(__doc__), flodl, Hand, _data, B)
+BENCH = chain_bench("conv_autoenc", __doc__, _layers, _data, B)

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from flodl_graph import FlowBuilder
-
-from ._common import Bench, randn, spec_of
+from ._common import chain_bench, pair_data
 
 CH, B, HW, OUT = [3, 16, 32, 64, 64, 64], 16, 32, 10
 
@@ -24,24 +22,4 @@ def _layers() -> list[nn.Module]:
     return [*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(CH[-1], OUT)]
 
 
-def flodl() -> nn.Module:
-    first, *rest = _layers()
-    fb = FlowBuilder(first)
-    for m in rest:
-        fb = fb.through(m)
-    return fb.build()
-
-
-class Hand(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(*_layers())
-
-    def forward(self, x):
-        return self.net(x)
-
-
-BENCH = Bench(
-    "convnet", spec_of(__doc__), flodl, Hand,
-    lambda b: (randn(b, 3, HW, HW), randn(b, OUT, seed=2)), B,
-)  # fmt: skip
+BENCH = chain_bench("convnet", __doc__, _layers, pair_data(3, HW, HW, target=(OUT,)), B)

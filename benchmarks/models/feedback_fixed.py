@@ -6,36 +6,6 @@ Linear(128,128); batch 32.
 
 from __future__ import annotations
 
-from torch import nn
+from ._common import refine_bench
 
-from flodl_graph import FlowBuilder
-
-from ._common import Bench, block, randn, spec_of
-
-D, STEPS, B = 128, 10, 32
-
-
-def flodl() -> nn.Module:
-    inp = block(D)
-    body = FlowBuilder().also(block(D)).build()
-    return FlowBuilder(inp).loop_body(body).for_n(STEPS).through(nn.Linear(D, D)).build()
-
-
-class Hand(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.inp = block(D)
-        self.body = block(D)
-        self.out = nn.Linear(D, D)
-
-    def forward(self, x):
-        h = self.inp(x)
-        for _ in range(STEPS):
-            h = h + self.body(h)
-        return self.out(h)
-
-
-BENCH = Bench(
-    "feedback_fixed", spec_of(__doc__), flodl, Hand,
-    lambda b: (randn(b, D), randn(b, D, seed=2)), B,
-)  # fmt: skip
+BENCH = refine_bench("feedback_fixed", __doc__, d=128, steps=10, batch=32)

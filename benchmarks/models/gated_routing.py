@@ -11,7 +11,7 @@ from torch import nn
 
 from flodl_graph import FlowBuilder, SoftmaxRouter
 
-from ._common import Bench, block, randn, spec_of
+from ._common import Bench, block, pair_data, spec_of
 
 D, N, B = 128, 8, 64
 
@@ -38,7 +38,4 @@ class Hand(nn.Module):
         return self.out((e * w.unsqueeze(-2)).sum(-1))
 
 
-BENCH = Bench(
-    "gated_routing", spec_of(__doc__), flodl, Hand,
-    lambda b: (randn(b, D), randn(b, D, seed=2)), B,
-)  # fmt: skip
+BENCH = Bench("gated_routing", spec_of(__doc__), flodl, Hand, pair_data(D), B)

@@ -6,36 +6,6 @@ Linear(256,256); batch 64.
 
 from __future__ import annotations
 
-from torch import nn
+from ._common import refine_bench
 
-from flodl_graph import FlowBuilder
-
-from ._common import Bench, block, randn, spec_of
-
-D, STEPS, B = 256, 8, 64
-
-
-def flodl() -> nn.Module:
-    inp = block(D)
-    body = FlowBuilder().also(block(D)).build()
-    return FlowBuilder(inp).loop_body(body).for_n(STEPS).through(nn.Linear(D, D)).build()
-
-
-class Hand(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.inp = block(D)
-        self.body = block(D)
-        self.out = nn.Linear(D, D)
-
-    def forward(self, x):
-        h = self.inp(x)
-        for _ in range(STEPS):
-            h = h + self.body(h)
-        return self.out(h)
-
-
-BENCH = Bench(
-    "iterative_refine", spec_of(__doc__), flodl, Hand,
-    lambda b: (randn(b, D), randn(b, D, seed=2)), B,
-)  # fmt: skip
+BENCH = refine_bench("iterative_refine", __doc__, d=256, steps=8, batch=64)

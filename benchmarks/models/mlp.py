@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from flodl_graph import FlowBuilder
-
-from ._common import Bench, randn, spec_of
+from ._common import chain_bench, pair_data
 
 D_IN, D, B = 256, 512, 64
 
@@ -21,24 +19,4 @@ def _layers() -> list[nn.Module]:
     return [*layers, nn.Linear(D, D_IN)]
 
 
-def flodl() -> nn.Module:
-    first, *rest = _layers()
-    fb = FlowBuilder(first)
-    for m in rest:
-        fb = fb.through(m)
-    return fb.build()
-
-
-class Hand(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = nn.Sequential(*_layers())
-
-    def forward(self, x):
-        return self.net(x)
-
-
-BENCH = Bench(
-    "mlp", spec_of(__doc__), flodl, Hand,
-    lambda b: (randn(b, D_IN), randn(b, D_IN, seed=2)), B,
-)  # fmt: skip
+BENCH = chain_bench("mlp", __doc__, _layers, pair_data(D_IN), B)

@@ -9,7 +9,7 @@ from torch import nn
 
 from flodl_graph import FlowBuilder
 
-from ._common import Bench, block, randn, spec_of
+from ._common import Bench, block, pair_data, spec_of
 
 D, DEPTH, B = 256, 12, 64
 
@@ -35,7 +35,4 @@ class Hand(nn.Module):
         return self.out(h)
 
 
-BENCH = Bench(
-    "residual_tower", spec_of(__doc__), flodl, Hand,
-    lambda b: (randn(b, D), randn(b, D, seed=2)), B,
-)  # fmt: skip
+BENCH = Bench("residual_tower", spec_of(__doc__), flodl, Hand, pair_data(D), B)

@@ -1,12 +1,16 @@
-"""Shared fixtures: a parity check of a graph against hand-written PyTorch."""
+"""Shared fixtures: a parity check of a graph against hand-written PyTorch, and the small graph
+tree the tree, freeze and observation tests address by path."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import Tensor, nn
+
+from flodl_graph import FlowBuilder, Graph
 
 
 def _grads(params: Sequence[nn.Parameter]) -> list[Tensor | None]:
@@ -56,3 +60,52 @@ def parity() -> Callable[..., Tensor]:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+# --- a small tree: model = encoder(scan -> read) -> head (+ a scalar side output) -----------
+
+
+class Mean(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:  # (B, C) -> ()
+        return x.mean()
+
+
+def make_scan(width: int = 8) -> Graph:  # (B, 4) -> (B, width); '_raw' is internal
+    lin = nn.Linear(4, width)
+    return FlowBuilder(lin).tag("_raw").through(nn.Tanh()).tag("hidden").label("scan").build()
+
+
+def make_read(width: int = 8) -> Graph:  # (B, width) -> (B, 3); 'secret' marked internal
+    b = FlowBuilder(nn.Linear(width, 3)).tag("confidence").through(nn.Identity()).tag("secret")
+    return b.internal("secret").label("read").build()
+
+
+def make_encoder(width: int = 8) -> Graph:
+    return FlowBuilder(make_scan(width)).through(make_read(width)).label("encoder").build()
+
+
+def make_model(width: int = 8) -> Graph:  # (B, 4) -> (B, 2); tags 'head', 'score' (scalar)
+    b = FlowBuilder(make_encoder(width)).through(nn.Linear(3, 2)).tag("head")
+    return b.fork(Mean()).tag("score").build()
+
+
+@pytest.fixture
+def tree() -> SimpleNamespace:
+    """The tree's builders: ``scan``, ``read``, ``encoder``, ``model`` (each takes ``width``)
+    and ``Mean``, the scalar side output's module."""
+    return SimpleNamespace(
+        scan=make_scan, read=make_read, encoder=make_encoder, model=make_model, Mean=Mean
+    )
+
+
+@pytest.fixture
+def model() -> Graph:
+    """The tree, seeded (a test file with its own variant overrides this fixture)."""
+    torch.manual_seed(0)
+    return make_model()
+
+
+@pytest.fixture
+def x() -> Tensor:
+    """(5, 4): one batch for the tree."""
+    return torch.randn(5, 4, generator=torch.Generator().manual_seed(1))

@@ -13,33 +13,17 @@ from torch import nn
 from flodl_core import ConfigError, Observable, PathError, ShapeError
 from flodl_graph import FlowBuilder, Graph, MergeOp, Reduce, TrendGroup
 
-# --- a small tree: model = encoder(scan -> read) -> head (+ a scalar side output 'score') ----
+# --- the conftest tree with a plain 'read' (no internal tag); ``x`` comes from conftest -----
 
 
-class _Mean(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C) -> ()
-        return x.mean()
-
-
-def make_model() -> Graph:
-    scan = (
-        FlowBuilder(nn.Linear(4, 8)).tag("_raw").through(nn.Tanh()).tag("hidden").label("scan")
-    ).build()
+@pytest.fixture
+def model(tree) -> Graph:
+    torch.manual_seed(0)
+    scan = tree.scan()
     read = FlowBuilder(nn.Linear(8, 3)).tag("confidence").label("read").build()
     encoder = FlowBuilder(scan).through(read).label("encoder").build()
     b = FlowBuilder(encoder).through(nn.Linear(3, 2)).tag("head")
-    return b.fork(_Mean()).tag("score").build()
-
-
-@pytest.fixture
-def model() -> Graph:
-    torch.manual_seed(0)
-    return make_model()
-
-
-@pytest.fixture
-def x() -> torch.Tensor:
-    return torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
+    return b.fork(tree.Mean()).tag("score").build()
 
 
 # --- batch level -----------------------------------------------------------------------------
@@ -90,10 +74,10 @@ def test_collect_errors_and_skips(model: Graph, x: torch.Tensor) -> None:
         model.collect([3])  # type: ignore[list-item]
 
 
-def test_tag_groups_expand() -> None:
+def test_tag_groups_expand(tree) -> None:
     g = (
         FlowBuilder(nn.Linear(2, 2))
-        .split([_Mean(), _Mean()])
+        .split([tree.Mean(), tree.Mean()])
         .tag_group("branch")
         .merge(MergeOp.ADD)
         .build()

@@ -1,51 +1,16 @@
-"""Graph tree: path resolution rules and errors, label validation, summaries."""
+"""Graph tree: path resolution rules and errors, label validation, summaries.
+
+The tree under test (``tree``, ``model``, ``x``) is built in conftest.py.
+"""
 
 from __future__ import annotations
 
 import pytest
-import torch
 from torch import nn
 
 from flodl_core import BuildError, ConfigError, PathError
-from flodl_graph import FlowBuilder, Graph, PathKind
+from flodl_graph import FlowBuilder, PathKind
 from flodl_graph._tree import check_label
-
-# --- a small tree: model = encoder(scan -> read) -> head (+ a scalar side output) -----------
-
-
-class _Mean(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C) -> ()
-        return x.mean()
-
-
-def make_scan(width: int = 8) -> Graph:  # (B, 4) -> (B, width); '_raw' is internal
-    lin = nn.Linear(4, width)
-    return FlowBuilder(lin).tag("_raw").through(nn.Tanh()).tag("hidden").label("scan").build()
-
-
-def make_read(width: int = 8) -> Graph:  # (B, width) -> (B, 3); 'secret' marked internal
-    b = FlowBuilder(nn.Linear(width, 3)).tag("confidence").through(nn.Identity()).tag("secret")
-    return b.internal("secret").label("read").build()
-
-
-def make_encoder(width: int = 8) -> Graph:
-    return FlowBuilder(make_scan(width)).through(make_read(width)).label("encoder").build()
-
-
-def make_model(width: int = 8) -> Graph:  # (B, 4) -> (B, 2); tags 'head', 'score' (scalar)
-    b = FlowBuilder(make_encoder(width)).through(nn.Linear(3, 2)).tag("head")
-    return b.fork(_Mean()).tag("score").build()
-
-
-@pytest.fixture
-def model() -> Graph:
-    torch.manual_seed(0)
-    return make_model()
-
-
-@pytest.fixture
-def x() -> torch.Tensor:
-    return torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
 
 
 def test_labeled_children_form_the_tree(model) -> None:
@@ -74,9 +39,9 @@ def test_validate_path(model, path: str, kind: PathKind) -> None:
     assert model.validate_path(path) is kind
 
 
-def test_child_label_beats_a_tag_of_the_same_name_on_its_node() -> None:
+def test_child_label_beats_a_tag_of_the_same_name_on_its_node(tree) -> None:
     # Allowed: the label and the tag sit on the same node.
-    g = FlowBuilder(make_encoder()).tag("encoder").through(nn.Linear(3, 2)).build()
+    g = FlowBuilder(tree.encoder()).tag("encoder").through(nn.Linear(3, 2)).build()
     assert g.validate_path("encoder") is PathKind.SUBGRAPH
     assert g.subgraph("encoder").label == "encoder"
 
@@ -160,14 +125,14 @@ def test_builder_rejects_dotted_label() -> None:
         FlowBuilder(nn.Linear(2, 2)).label("a.b").build()
 
 
-def test_builder_rejects_duplicate_child_labels() -> None:
+def test_builder_rejects_duplicate_child_labels(tree) -> None:
     with pytest.raises(BuildError, match="duplicate child label 'scan'"):
-        FlowBuilder(make_scan()).through(nn.Linear(8, 4)).through(make_scan(4)).build()
+        FlowBuilder(tree.scan()).through(nn.Linear(8, 4)).through(tree.scan(4)).build()
 
 
-def test_builder_rejects_label_equal_to_another_nodes_tag() -> None:
+def test_builder_rejects_label_equal_to_another_nodes_tag(tree) -> None:
     with pytest.raises(BuildError, match="'scan'"):
-        FlowBuilder(nn.Linear(4, 4)).tag("scan").through(make_scan()).build()
+        FlowBuilder(nn.Linear(4, 4)).tag("scan").through(tree.scan()).build()
 
 
 # --- summaries -------------------------------------------------------------------------------
@@ -197,7 +162,7 @@ def test_param_summary_totals_and_shares(model) -> None:
     assert sum(p.numel() for p in model.parameters()) == 75
 
 
-def test_summaries_of_standalone_parts() -> None:
-    read = make_read()
+def test_summaries_of_standalone_parts(tree) -> None:
+    read = tree.read()
     assert read.tree_summary().splitlines()[0].startswith("read [hash: ")
-    assert make_model(4).param_summary().splitlines()[0].startswith("parameters: ")
+    assert tree.model(4).param_summary().splitlines()[0].startswith("parameters: ")

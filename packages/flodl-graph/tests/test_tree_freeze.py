@@ -1,4 +1,7 @@
-"""Parameters by path, freeze/thaw and its effect on gradients and optimizer groups."""
+"""Parameters by path, freeze/thaw and its effect on gradients and optimizer groups.
+
+The tree under test (``tree``, ``model``, ``x``) is built in conftest.py.
+"""
 
 from __future__ import annotations
 
@@ -8,44 +11,7 @@ from torch import nn
 
 from flodl_core import PathError
 from flodl_core.optim import Adam
-from flodl_graph import FlowBuilder, Graph
-
-# --- a small tree: model = encoder(scan -> read) -> head (+ a scalar side output) -----------
-
-
-class _Mean(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C) -> ()
-        return x.mean()
-
-
-def make_scan(width: int = 8) -> Graph:  # (B, 4) -> (B, width); '_raw' is internal
-    lin = nn.Linear(4, width)
-    return FlowBuilder(lin).tag("_raw").through(nn.Tanh()).tag("hidden").label("scan").build()
-
-
-def make_read(width: int = 8) -> Graph:  # (B, width) -> (B, 3); 'secret' marked internal
-    b = FlowBuilder(nn.Linear(width, 3)).tag("confidence").through(nn.Identity()).tag("secret")
-    return b.internal("secret").label("read").build()
-
-
-def make_encoder(width: int = 8) -> Graph:
-    return FlowBuilder(make_scan(width)).through(make_read(width)).label("encoder").build()
-
-
-def make_model(width: int = 8) -> Graph:  # (B, 4) -> (B, 2); tags 'head', 'score' (scalar)
-    b = FlowBuilder(make_encoder(width)).through(nn.Linear(3, 2)).tag("head")
-    return b.fork(_Mean()).tag("score").build()
-
-
-@pytest.fixture
-def model() -> Graph:
-    torch.manual_seed(0)
-    return make_model()
-
-
-@pytest.fixture
-def x() -> torch.Tensor:
-    return torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
+from flodl_graph import FlowBuilder
 
 
 def _grads(model, x) -> dict[str, bool]:
@@ -162,8 +128,8 @@ def test_optimizer_groups_from_paths_flodl_builder(model, x) -> None:
         assert torch.equal(p, b)
 
 
-def test_set_training_at() -> None:
-    g = FlowBuilder(make_encoder()).through(nn.Dropout(0.5)).tag("drop").build()
+def test_set_training_at(tree) -> None:
+    g = FlowBuilder(tree.encoder()).through(nn.Dropout(0.5)).tag("drop").build()
     g.train()
     g.set_training_at("encoder", False)
     assert not g.subgraph("encoder").training

@@ -128,6 +128,24 @@ def transformers() -> Any:
     return pytest.importorskip("transformers", reason="transformers is the parity reference")
 
 
+@pytest.fixture(params=FAMILIES)
+def family(request: pytest.FixtureRequest) -> str:
+    """Each model family in turn: a test taking ``family`` runs once per family."""
+    return request.param
+
+
+@pytest.fixture(params=TASKS)
+def task(request: pytest.FixtureRequest) -> str:
+    """Each task head in turn: a test taking ``task`` runs once per task."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def hf_auto(transformers: Any) -> dict[str, Any]:
+    """task -> the ``transformers`` Auto class that loads that task's checkpoints."""
+    return {task: getattr(transformers, name) for task, name in HF_AUTO.items()}
+
+
 @pytest.fixture(scope="session")
 def tiny_models(
     transformers: Any, tmp_path_factory: pytest.TempPathFactory

@@ -22,6 +22,20 @@ class Net(nn.Module):
         return self.head(self.bn(self.fc(x)).relu())
 
 
+NET_NAMES = [
+    "fc.weight",
+    "fc.bias",
+    "bn.weight",
+    "bn.bias",
+    "head.weight",
+    "head.bias",
+    "bn.running_mean",
+    "bn.running_var",
+    "bn.num_batches_tracked",
+]
+"""Net's tensor names in checkpoint order: parameters first, then buffers, in module order."""
+
+
 def raw_bytes(t: torch.Tensor) -> bytes:
     """The tensor's values as raw bytes, any dtype (bf16 included), any layout."""
     return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -37,6 +51,12 @@ def make_net() -> Callable[..., Net]:
         return net
 
     return make
+
+
+@pytest.fixture
+def net_names() -> list[str]:
+    """:data:`NET_NAMES`, a fresh list per test."""
+    return list(NET_NAMES)
 
 
 @pytest.fixture

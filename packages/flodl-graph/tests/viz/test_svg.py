@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import get_args
 
 import pytest
 
 from flodl_graph.viz._dot import dot_quote, render_dot
-from flodl_graph.viz._scene import Scene, SceneEdge, SceneNode, heat_color
+from flodl_graph.viz._scene import Scene, SceneEdge, SceneNode, Shape, heat_color
 from flodl_graph.viz._svg import _order_layers, render_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
-SHAPES = [
-    "box",
-    "box3d",
-    "ellipse",
-    "circle",
-    "diamond",
-    "parallelogram",
-    "house",
-    "invhouse",
-    "doubleoctagon",
-    "tab",
-]
+SHAPES = get_args(Shape)  # every shape the scene offers
 
 
 def _scene() -> Scene:
-    nodes = [SceneNode(f"n{i}", f"node {i}\n#t<{i}>", level=i // 3, shape=s)  # type: ignore[arg-type]
+    nodes = [SceneNode(f"n{i}", f"node {i}\n#t<{i}>", level=i // 3, shape=s)
              for i, s in enumerate(SHAPES)]  # fmt: skip
     edges = [SceneEdge(f"n{i}", f"n{i + 3}") for i in range(len(SHAPES) - 3)]
     edges.append(SceneEdge("n0", "n4", style="dashed", color="#2980b9", label="ref"))

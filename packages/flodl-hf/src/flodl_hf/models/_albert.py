@@ -11,30 +11,22 @@ import torch
 from torch import Tensor, nn
 
 from .._config import HfConfig
-from ._layers import Activation, merge_heads, sdpa, split_heads
+from ._bert import BertSelfAttention
+from ._layers import Activation
 
 
-class AlbertAttention(nn.Module):
-    """Self-attention with its output projection and post-LayerNorm in one module."""
+class AlbertAttention(BertSelfAttention):
+    """BERT's self-attention with its output projection and post-LayerNorm in one module."""
 
     def __init__(self, config: HfConfig) -> None:
-        super().__init__()
+        super().__init__(config)
         h = config.hidden_size
-        self.num_heads = config.num_attention_heads
-        self.query = nn.Linear(h, h)
-        self.key = nn.Linear(h, h)
-        self.value = nn.Linear(h, h)
         self.dense = nn.Linear(h, h)
         self.LayerNorm = nn.LayerNorm(h, eps=config.layer_norm_eps)
-        self.dropout_p = config.attention_probs_dropout_prob
         self.output_dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        q = split_heads(self.query(x), self.num_heads)
-        k = split_heads(self.key(x), self.num_heads)
-        v = split_heads(self.value(x), self.num_heads)
-        drop = self.dropout_p if self.training else 0.0
-        ctx = merge_heads(sdpa(q, k, v, mask, drop))
+        ctx = super().forward(x, mask)
         return self.LayerNorm(x + self.output_dropout(self.dense(ctx)))
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .._config import HfConfig
-from ._layers import Activation, merge_heads, sdpa, split_heads
+from ._layers import Activation, attend
 
 
 def roberta_position_ids(input_ids: Tensor, padding_idx: int) -> Tensor:
@@ -87,11 +87,8 @@ class BertSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """``x: (B, S, H)``, ``mask``: additive ``(B, 1, 1, S)`` -> ``(B, S, H)``."""
-        q = split_heads(self.query(x), self.num_heads)
-        k = split_heads(self.key(x), self.num_heads)
-        v = split_heads(self.value(x), self.num_heads)
         drop = self.dropout_p if self.training else 0.0
-        return merge_heads(sdpa(q, k, v, mask, drop))
+        return attend(self.query(x), self.key(x), self.value(x), self.num_heads, mask, drop)
 
 
 class BertSelfOutput(nn.Module):

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from .._config import HfConfig
 from ._bert import BertIntermediate, BertSelfOutput
-from ._layers import Activation
+from ._layers import Activation, merge_heads, split_heads
 
 
 def log_bucket_position(rel: Tensor, bucket_size: int, max_position: int) -> Tensor:
@@ -124,11 +124,6 @@ class DisentangledSelfAttention(nn.Module):
         self.pos_dropout = nn.Dropout(config.hidden_dropout_prob)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def _heads(self, x: Tensor) -> Tensor:
-        """``(B, S, H*D) -> (B, H, S, D)``."""
-        b, s, _ = x.shape
-        return x.view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
-
     def forward(
         self,
         x: Tensor,
@@ -138,9 +133,9 @@ class DisentangledSelfAttention(nn.Module):
     ) -> Tensor:
         """``attention_mask``: bool ``(B, 1, S, S)``; ``relative_pos``: ``(1, S, S)``;
         ``rel_embeddings``: ``(2 * span, H)``."""
-        q = self._heads(self.query_proj(x))
-        k = self._heads(self.key_proj(x))
-        v = self._heads(self.value_proj(x))
+        q = split_heads(self.query_proj(x), self.num_heads)
+        k = split_heads(self.key_proj(x), self.num_heads)
+        v = split_heads(self.value_proj(x), self.num_heads)
         factor = 1 + ("c2p" in self.pos_att_type) + ("p2c" in self.pos_att_type)
         scale = torch.sqrt(torch.tensor(self.head_dim, dtype=torch.float) * factor).to(q.dtype)
         scores = q @ (k.transpose(-1, -2) / scale)
@@ -148,31 +143,31 @@ class DisentangledSelfAttention(nn.Module):
             scores = scores + self._position_bias(q, k, relative_pos, rel_embeddings, scale)
         scores = scores.masked_fill(~attention_mask, torch.finfo(q.dtype).min)
         probs = self.dropout(torch.softmax(scores, dim=-1))
-        ctx = probs @ v
-        b, _, s, _ = ctx.shape
-        return ctx.transpose(1, 2).reshape(b, s, -1)
+        return merge_heads(probs @ v)
 
     def _position_bias(
         self, q: Tensor, k: Tensor, relative_pos: Tensor, rel: Tensor, scale: Tensor
     ) -> Tensor:
-        span = self.span
-        rel = self.pos_dropout(rel[: 2 * span]).unsqueeze(0)  # (1, 2span, H)
+        rel = self.pos_dropout(rel[: 2 * self.span]).unsqueeze(0)  # (1, 2span, H)
         rel_pos = relative_pos.to(device=q.device, dtype=torch.long)  # (1, S, S)
-        b, h, s, _ = q.shape
         bias = torch.zeros((), dtype=q.dtype, device=q.device)
-        if "c2p" in self.pos_att_type:
+        if "c2p" in self.pos_att_type:  # content queries against position keys
             proj = self.key_proj if self.share_att_key else self.pos_key_proj
-            pos_key = self._heads(proj(rel))  # (1, H, 2span, D)
-            c2p = q @ pos_key.transpose(-1, -2)  # (B, H, S, 2span)
-            index = torch.clamp(rel_pos + span, 0, 2 * span - 1).expand(b, h, s, s)
-            bias = bias + torch.gather(c2p, -1, index) / scale
-        if "p2c" in self.pos_att_type:
+            bias = bias + self._gathered(q, proj(rel), rel_pos) / scale
+        if "p2c" in self.pos_att_type:  # content keys against position queries, transposed
             proj = self.query_proj if self.share_att_key else self.pos_query_proj
-            pos_query = self._heads(proj(rel))
-            p2c = k @ pos_query.transpose(-1, -2)  # (B, H, S, 2span)
-            index = torch.clamp(-rel_pos + span, 0, 2 * span - 1).expand(b, h, s, s)
-            bias = bias + torch.gather(p2c, -1, index).transpose(-1, -2) / scale
+            bias = bias + self._gathered(k, proj(rel), -rel_pos).transpose(-1, -2) / scale
         return bias
+
+    def _gathered(self, x: Tensor, pos: Tensor, rel_pos: Tensor) -> Tensor:
+        """``x: (B, H, S, D)`` against projected positions ``pos: (1, 2span, H*D)``, each row
+        read at its relative offset ``rel_pos: (1, S, S)`` (clamped to the span): ``(B, H, S, S)``.
+        """
+        span = self.span
+        scores = x @ split_heads(pos, self.num_heads).transpose(-1, -2)  # (B, H, S, 2span)
+        b, h, s, _ = x.shape
+        index = torch.clamp(rel_pos + span, 0, 2 * span - 1).expand(b, h, s, s)
+        return torch.gather(scores, -1, index)
 
 
 class DebertaV2Attention(nn.Module):

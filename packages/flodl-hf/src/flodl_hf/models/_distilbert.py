@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .._config import HfConfig
-from ._layers import Activation, merge_heads, sdpa, split_heads
+from ._layers import Activation, attend
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -26,11 +26,9 @@ class MultiHeadSelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        q = split_heads(self.q_lin(x), self.num_heads)
-        k = split_heads(self.k_lin(x), self.num_heads)
-        v = split_heads(self.v_lin(x), self.num_heads)
         drop = self.dropout_p if self.training else 0.0
-        return self.out_lin(merge_heads(sdpa(q, k, v, mask, drop)))
+        ctx = attend(self.q_lin(x), self.k_lin(x), self.v_lin(x), self.num_heads, mask, drop)
+        return self.out_lin(ctx)
 
 
 class FFN(nn.Module):

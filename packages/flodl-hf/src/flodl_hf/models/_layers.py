@@ -108,6 +108,15 @@ def sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
 
 
+def attend(
+    q: Tensor, k: Tensor, v: Tensor, heads: int, mask: Tensor | None, dropout: float
+) -> Tensor:
+    """Multi-head softmax attention over projected ``q, k, v: (B, S, H*D)`` -> ``(B, S, H*D)``;
+    ``mask`` additive ``(B, 1, 1, S)``."""
+    q, k, v = (split_heads(t, heads) for t in (q, k, v))
+    return merge_heads(sdpa(q, k, v, mask, dropout))
+
+
 @torch.no_grad()
 def init_parameter(owner: nn.Module, name: str, std: float) -> None:
     """Initialise ``owner.<name>`` as transformers does for a fresh model.

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..._errors import DataError, ShapeError
-from .._dataset import TensorDataSet
+from ._labeled import LabeledImages
 
 PIXELS = 3 * 32 * 32
 RECORD = 1 + PIXELS  # one label byte, then the red, green and blue planes, row-major
@@ -21,8 +21,10 @@ TRAIN_MEMBERS = tuple(f"cifar-10-batches-bin/data_batch_{i}.bin" for i in range(
 TEST_MEMBERS = ("cifar-10-batches-bin/test_batch.bin",)
 
 
-class Cifar10(TensorDataSet):
+class Cifar10(LabeledImages):
     """CIFAR-10: fields ``images: (N, 3, 32, 32)`` float32 and ``labels: (N,)`` int64 in 0..9."""
+
+    NAME = "CIFAR-10"
 
     CLASSES = (
         "airplane",
@@ -41,17 +43,7 @@ class Cifar10(TensorDataSet):
     def __init__(self, images: Tensor, labels: Tensor) -> None:
         if images.dim() != 4 or tuple(images.shape[1:]) != (3, 32, 32):
             raise ShapeError(f"CIFAR-10 images must be (N, 3, 32, 32), got {tuple(images.shape)}")
-        if labels.dim() != 1:
-            raise ShapeError(f"CIFAR-10 labels must be (N,), got {tuple(labels.shape)}")
         super().__init__(images, labels)
-
-    @property
-    def images(self) -> Tensor:
-        return self.tensors[0]
-
-    @property
-    def labels(self) -> Tensor:
-        return self.tensors[1]
 
     @classmethod
     def parse(cls, batches: Sequence[bytes]) -> Cifar10:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..._errors import DataError, ShapeError
-from .._dataset import TensorDataSet
+from ._labeled import LabeledImages
 
 IMAGES_MAGIC = 2051  # 0x00000803: unsigned bytes, 3 dimensions
 LABELS_MAGIC = 2049  # 0x00000801: unsigned bytes, 1 dimension
@@ -51,8 +51,10 @@ def read_idx(data: bytes, magic: int, ndim: int, what: str) -> tuple[tuple[int, 
     return tuple(dims), np.frombuffer(raw, dtype=np.uint8, offset=header)
 
 
-class Mnist(TensorDataSet):
+class Mnist(LabeledImages):
     """MNIST (or any IDX digits set): fields ``images: (N, 1, R, C)`` float32, ``labels: (N,)``."""
+
+    NAME = "MNIST"
 
     FILES: ClassVar[dict[bool, tuple[str, str]]] = {
         True: ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
@@ -63,17 +65,7 @@ class Mnist(TensorDataSet):
     def __init__(self, images: Tensor, labels: Tensor) -> None:
         if images.dim() != 4 or images.shape[1] != 1:
             raise ShapeError(f"MNIST images must be (N, 1, R, C), got {tuple(images.shape)}")
-        if labels.dim() != 1:
-            raise ShapeError(f"MNIST labels must be (N,), got {tuple(labels.shape)}")
         super().__init__(images, labels)
-
-    @property
-    def images(self) -> Tensor:
-        return self.tensors[0]
-
-    @property
-    def labels(self) -> Tensor:
-        return self.tensors[1]
 
     @classmethod
     def parse(cls, images_gz: bytes, labels_gz: bytes) -> Mnist:
