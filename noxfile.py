@@ -59,7 +59,7 @@ def tests(session: nox.Session) -> None:
     editables = [arg for p in PACKAGES for arg in ("-e", f"packages/{p}")]
     session.install("-c", CONSTRAINTS, *editables, *TEST_TOOLS, *TEST_ONLY)
     _extra_test_data(session)
-    _pytest(session, "tests", "packages", "docs", "examples", *session.posargs)
+    _pytest(session, "tests", "packages", "docs", "examples", "benchmarks", *session.posargs)
 
 
 def _extra_test_data(session: nox.Session) -> None:
