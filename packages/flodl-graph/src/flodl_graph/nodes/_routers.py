@@ -21,35 +21,31 @@ def _add_refs(x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
     return x
 
 
-class SoftmaxRouter(nn.Module):
-    """Linear projection then softmax over experts: x (..., in) -> weights (..., n_experts)."""
+class _LinearRouter(nn.Module):
+    """A linear projection to one score per expert, squashed by the subclass's ``forward``."""
 
     def __init__(self, in_features: int, n_experts: int) -> None:
         super().__init__()
-        _check_dims("SoftmaxRouter", in_features=in_features, n_experts=n_experts)
+        _check_dims(type(self).__name__, in_features=in_features, n_experts=n_experts)
         self.proj = nn.Linear(in_features, n_experts)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.proj(x).softmax(-1)
 
     def forward_named(self, x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
         """Refs are added to the input before projecting (context-conditioned routing)."""
         return self.forward(_add_refs(x, refs))
 
 
-class SigmoidRouter(nn.Module):
-    """Linear then sigmoid: independent weights in (0, 1) that need not sum to 1."""
+class SoftmaxRouter(_LinearRouter):
+    """Linear projection then softmax over experts: x (..., in) -> weights (..., n_experts)."""
 
-    def __init__(self, in_features: int, n_experts: int) -> None:
-        super().__init__()
-        _check_dims("SigmoidRouter", in_features=in_features, n_experts=n_experts)
-        self.proj = nn.Linear(in_features, n_experts)
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(x).softmax(-1)
+
+
+class SigmoidRouter(_LinearRouter):
+    """Linear then sigmoid: independent weights in (0, 1) that need not sum to 1."""
 
     def forward(self, x: Tensor) -> Tensor:
         return self.proj(x).sigmoid()
-
-    def forward_named(self, x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
-        return self.forward(_add_refs(x, refs))
 
 
 class FixedSelector(nn.Module):
