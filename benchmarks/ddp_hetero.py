@@ -1,0 +1,217 @@
+"""Heterogeneous data parallelism on CPU: flodl's six modes against the fast rank alone and
+against plain per-batch ``torch.nn.parallel.DistributedDataParallel``.
+
+Two CPU ranks (one torch thread each) train the same MLP classifier on the same synthetic
+data; rank 1 is slowed 2x by the slowdown hook (it sleeps as long as each batch took), standing
+in for an older GPU next to a newer one. Every run sees the same number of samples (``--epochs``
+passes over ``--samples``), so the final held-out loss is compared at equal samples.
+
+- ``fast rank alone``: one process, one thread, the whole dataset;
+- ``torch DDP per-batch``: 2 spawned ranks, equal shards, gradients all-reduced every batch
+  (DDP's own bucketed, backward-overlapped all-reduce): every step waits for the slow rank;
+- ``flodl <mode>``: ``Trainer.builder(...).mode(mode).slowdown({1: 2.0})``.
+
+Throughput is samples per second of training (process start-up excluded: the epoch wall times
+for flodl, the timed loop inside the ranks for torch DDP). Goals: cadence and async >= 1.35x the
+fast rank alone (ideal 1.5x: the pair has 1.5 fast ranks' worth of compute), final loss within
+2 % of solo, flodl sync's step time <= 1.03x torch DDP's.
+
+Usage: ``python benchmarks/ddp_hetero.py [--samples 8192] [--epochs 3] [--width 768]
+[--modes cpu-cadence,cpu-async]``. Run it on a quiet machine: the ratios move by tens of
+percent when other processes share the cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from flodl_ddp import MODES, Trainer
+
+IN, CLASSES = 64, 10
+SLOW = 2.0
+ARGS: dict[str, int] = {"width": 768}  # read by the factories in the spawned ranks
+
+
+def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs ``(n, 64)`` and labels ``(n,)`` from a fixed random teacher network."""
+    g = torch.Generator().manual_seed(1234)
+    teacher = torch.randn(IN, CLASSES, generator=g)
+    g.manual_seed(seed)
+    x = torch.randn(n, IN, generator=g)
+    y = (x @ teacher + 0.5 * torch.randn(n, CLASSES, generator=g)).argmax(dim=1)
+    return x, y
+
+
+def make_model() -> nn.Module:
+    w = int(os.environ.get("DDP_HETERO_WIDTH", ARGS["width"]))
+    return nn.Sequential(
+        nn.Linear(IN, w), nn.GELU(), nn.Linear(w, w), nn.GELU(), nn.Linear(w, CLASSES)
+    )
+
+
+def make_optim(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=0.02, momentum=0.9)
+
+
+def train_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    return nn.functional.cross_entropy(model(batch[0]), batch[1])
+
+
+def eval_loss(state: dict[str, torch.Tensor]) -> float:
+    model = make_model()
+    model.load_state_dict(state)
+    x, y = make_data(2048, seed=99)
+    with torch.no_grad():
+        return float(nn.functional.cross_entropy(model(x), y))
+
+
+# ---- the baselines ------------------------------------------------------------------------------
+
+
+def run_solo(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int) -> tuple[float, float]:
+    """The fast rank alone: same model, optimizer, data order and batch size, in this process."""
+    torch.set_num_threads(1)
+    torch.manual_seed(42)
+    model = make_model()
+    opt = make_optim(list(model.parameters()))
+    n = x.shape[0] // batch * batch
+    t = time.perf_counter()
+    for epoch in range(epochs):
+        g = torch.Generator().manual_seed(42 + epoch)
+        order = torch.randperm(x.shape[0], generator=g)[:n]
+        for i in range(0, n, batch):
+            idx = order[i : i + batch]
+            loss = train_step(model, (x[idx], y[idx]))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    seconds = time.perf_counter() - t
+    return epochs * n / seconds, eval_loss(model.state_dict())
+
+
+def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epochs: int,
+                    batch: int, width: int, out: str) -> None:  # fmt: skip
+    os.environ["DDP_HETERO_WIDTH"] = str(width)
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=120))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+    torch.manual_seed(42)
+    model = nn.parallel.DistributedDataParallel(make_model())
+    opt = make_optim(list(model.parameters()))
+    per = x.shape[0] // 2 // batch * batch
+    dist.barrier()
+    t = time.perf_counter()
+    for epoch in range(epochs):
+        g = torch.Generator().manual_seed(42 + epoch)
+        order = torch.randperm(x.shape[0], generator=g)[rank * per : (rank + 1) * per]
+        for i in range(0, per, batch):
+            t_batch = time.perf_counter()
+            idx = order[i : i + batch]
+            loss = train_step(model, (x[idx], y[idx]))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if rank == 1:  # the same slowdown hook flodl's runs get
+                time.sleep((SLOW - 1.0) * (time.perf_counter() - t_batch))
+    seconds = time.perf_counter() - t
+    if rank == 0:
+        state = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
+        result = {"samples_per_s": epochs * 2 * per / seconds, "loss": eval_loss(state)}
+        Path(out).write_text(json.dumps(result))
+    dist.barrier()
+    os._exit(0)  # skip gloo teardown: the result is written
+
+
+def run_torch_ddp(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int,
+                  width: int) -> tuple[float, float]:  # fmt: skip
+    store = dist.TCPStore(
+        "127.0.0.1", 0, None, True, timeout=timedelta(seconds=120), wait_for_workers=False
+    )
+    with tempfile.TemporaryDirectory() as d:
+        out = str(Path(d) / "torch_ddp.json")
+        ctx = mp.start_processes(
+            _torch_ddp_rank, args=(store.port, x, y, epochs, batch, width, out), nprocs=2,
+            join=False, start_method="spawn",
+        )  # fmt: skip
+        while not ctx.join(timeout=600):
+            pass
+        result = json.loads(Path(out).read_text())
+    return result["samples_per_s"], result["loss"]
+
+
+def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int,
+              batch: int) -> tuple[float, float, str]:  # fmt: skip
+    handle = (
+        Trainer.builder(make_model, make_optim, train_step)
+        .dataset((x, y))
+        .batch_size(batch)
+        .num_epochs(epochs)
+        .devices(["cpu", "cpu"])
+        .mode(mode)
+        .slowdown({1: SLOW})
+        .run()
+    )
+    state = handle.join()
+    ms = sum(m.epoch_ms for m in handle.history)
+    samples = sum(r.samples for m in handle.history for r in m.per_rank)
+    last = handle.history[-1]
+    note = f"anchor {last.anchor}, counts {last.counts}" if last.counts else "per batch"
+    return samples / (ms / 1000.0), eval_loss(state.state_dict()), note
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--samples", type=int, default=8192)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--width", type=int, default=768)
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated flodl modes")
+    p.add_argument("--no-torch-ddp", action="store_true", help="skip the torch DDP baseline")
+    args = p.parse_args()
+    ARGS["width"] = args.width
+    os.environ["DDP_HETERO_WIDTH"] = str(args.width)  # spawned flodl ranks build the same model
+    x, y = make_data(args.samples, seed=0)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+
+    rows: list[tuple[str, float, float, str]] = []
+    solo_sps, solo_loss = run_solo(x, y, args.epochs, args.batch)
+    rows.append(("fast rank alone", solo_sps, solo_loss, "1 rank"))
+    ddp_sps = None
+    if not args.no_torch_ddp:
+        ddp_sps, loss = run_torch_ddp(x, y, args.epochs, args.batch, args.width)
+        rows.append(("torch DDP per-batch", ddp_sps, loss, "per batch"))
+    for mode in modes:
+        sps, loss, note = run_flodl(mode, x, y, args.epochs, args.batch)
+        rows.append((f"flodl {mode}", sps, loss, note))
+
+    print(
+        f"flodl ddp_hetero: 2 CPU ranks x 1 thread, rank 1 slowed {SLOW:g}x, width {args.width}, "
+        f"{args.samples} samples x {args.epochs} epochs, batch {args.batch}"
+    )
+    print(f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'loss':>10}{'vs solo':>10}  notes")
+    for name, sps, loss, note in rows:
+        print(
+            f"{name:<24}{sps:>12.0f}{sps / solo_sps:>9.2f}x{loss:>10.4f}"
+            f"{(loss - solo_loss) / solo_loss:>+9.1%}  {note}"
+        )
+    sync = {n: s for n, s, _, _ in rows}
+    if ddp_sps is not None:
+        for mode in ("nccl-sync", "cpu-sync"):
+            if f"flodl {mode}" in sync:
+                ratio = ddp_sps / sync[f"flodl {mode}"]
+                print(f"step time flodl {mode} / torch DDP: {ratio:.3f} (goal <= 1.03)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""The bypass tier: plain functions over a process group the user initialised.
+
+For people who keep their own loop and their own launcher (``torchrun``) and only want the
+collectives, bucketed::
+
+    dist.init_process_group("gloo")
+    sync_params(model)                      # every rank starts from rank 0's weights
+    for batch in my_shard:
+        loss_fn(model(batch)).backward()
+        all_reduce_gradients(model)         # mean over ranks
+        optimizer.step(); optimizer.zero_grad()
+    sync_buffers(model)                     # e.g. BatchNorm running stats from rank 0
+
+``weighted_all_reduce_gradients(model, count)`` is the heterogeneous version: a rank that ran
+``count`` batches weighs ``count / total`` in the result, which is the mean over every batch run by
+any rank when each rank's gradient is the mean over its own batches.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from flodl_core import ConfigError
+
+from ._buckets import all_reduce_buckets, broadcast_buckets
+from ._errors import DdpError
+
+
+def _grads(model: nn.Module) -> list[Tensor]:
+    """The gradient of every trainable parameter, in ``parameters()`` order.
+
+    A parameter without a gradient (unused this step) gets zeros, so every rank reduces the same
+    layout; otherwise one rank's bucket would pair with another rank's different bucket.
+    """
+    out = []
+    for p in model.parameters():
+        if not p.requires_grad:
+            continue
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        out.append(p.grad)
+    return out
+
+
+def sync_params(model: nn.Module, *, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
+    """Broadcast parameters and buffers from rank ``src`` so every replica is identical."""
+    broadcast_buckets([p.data for p in model.parameters()], src=src, group=group)
+    sync_buffers(model, src=src, group=group)
+
+
+def sync_buffers(model: nn.Module, *, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
+    """Broadcast buffers (BatchNorm running statistics ...) from rank ``src``; not averaged."""
+    buffers = [b for b in model.buffers()]
+    if buffers:
+        broadcast_buckets(buffers, src=src, group=group)
+
+
+def all_reduce_gradients(
+    model: nn.Module,
+    *,
+    wire_dtype: torch.dtype | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> None:
+    """Replace every gradient with its mean over the ranks: ``g = (1/W) Σ_r g_r``."""
+    all_reduce_buckets(_grads(model), op="avg", wire_dtype=wire_dtype, group=group)
+
+
+def weighted_all_reduce_gradients(
+    model: nn.Module,
+    count: int | float,
+    *,
+    wire_dtype: torch.dtype | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> None:
+    """Replace every gradient with the count-weighted sum ``g = Σ_r (count_r / Σ count) · g_r``.
+
+    Args:
+        count: this rank's weight, usually the number of batches (or samples) it ran since the
+            last reduction; 0 is allowed (the rank contributes nothing).
+
+    Raises:
+        DdpError: the counts of all ranks sum to 0 (raised on every rank alike, so none hangs).
+        ValueError (ConfigError): ``count`` is negative or not a finite number.
+    """
+    if (
+        not isinstance(count, (int, float))
+        or isinstance(count, bool)
+        or not math.isfinite(count)
+        or count < 0
+    ):
+        raise ConfigError(f"count must be a finite number >= 0, got {count!r}")
+    grads = _grads(model)
+    device = grads[0].device if grads else torch.device("cpu")
+    total_t = torch.tensor([float(count)], dtype=torch.float64, device=device)
+    dist.all_reduce(total_t, group=group)
+    total = float(total_t.item())
+    if total <= 0:
+        raise DdpError(
+            f"weighted_all_reduce_gradients: the counts of all ranks sum to {total:g}; "
+            "at least one rank must report a count > 0"
+        )
+    all_reduce_buckets(grads, prescale=count / total, wire_dtype=wire_dtype, group=group)
+
+
+def _layout(model: nn.Module) -> tuple[int, int, int]:
+    shapes = ";".join(
+        f"{n}:{tuple(t.shape)}:{t.dtype}"
+        for n, t in [*model.named_parameters(), *model.named_buffers()]
+    )
+    n_tensors = sum(1 for _ in model.parameters()) + sum(1 for _ in model.buffers())
+    numel = sum(t.numel() for t in model.parameters())
+    return n_tensors, numel, zlib.crc32(shapes.encode())
+
+
+def verify_replicas(model: nn.Module, *, group: dist.ProcessGroup | None = None) -> None:
+    """Check that every rank holds the same architecture (names, shapes, dtypes) before the
+    first bucketed collective, which would otherwise pair mismatched buckets or hang.
+
+    Raises:
+        DdpError: naming the first rank whose replica differs from rank 0's.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        raise DdpError("no torch.distributed process group is initialised")
+    mine = torch.tensor(_layout(model), dtype=torch.int64)
+    if dist.get_backend(group) == "nccl":
+        mine = mine.cuda()
+    gathered = [torch.zeros_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(gathered, mine, group=group)
+    ref = gathered[0].tolist()
+    for r, g in enumerate(gathered):
+        got = g.tolist()
+        if got != ref:
+            raise DdpError(
+                f"the replica on rank {r} differs from rank 0's: {got[0]} vs {ref[0]} "
+                f"tensors, {got[1]} vs {ref[1]} parameter elements (or different names, shapes "
+                "or dtypes); every rank must build the same model",
+                rank=r,
+            )

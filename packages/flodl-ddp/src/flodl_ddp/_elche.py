@@ -1,0 +1,482 @@
+"""ElChe: "the column marches at the slowest one's pace".
+
+A plain, deterministic class with no process group. Every rank keeps an identical copy and feeds
+it the same all-gathered numbers, so every rank reaches the same decisions without another
+message. Timings go in (:meth:`ElChe.report_timing`), the next window's batch counts and anchor
+come out.
+
+The rules (floDl's "ddp-scale" ElChe):
+
+- **Trust window.** Each rank's milliseconds per batch (``wall_ms / batches``, the batches it
+  actually ran) go into a ring of the last 5 readings; the smoothed speed is their mean. A zero or
+  invalid reading is a *miss*; 5 misses in a row clear that rank's window.
+- **Calibration.** A report after which every rank has at least one reading calibrates: phase
+  Probe (0 calibrations) → Warmup (first) → Stable (≥ 5) → Mature (≥ 20).
+- **Anchor election** (when no anchor rank exists yet, or in Stable and later): the slow cohort
+  is every rank within 15 % of the slowest (``ms ≥ 0.85 · slowest``). The current anchor rank
+  keeps the job while it is in the cohort unless the slowest is more than 10 % slower than it;
+  without a current anchor in the cohort, the lowest rank of the cohort is elected.
+- **Overhead auto-tune** (Stable and later): ``overhead = sync_ms / max(wall_ms)``. Above
+  ``overhead_target`` the anchor grows to ``ceil(anchor · overhead / target)`` (unless a guard
+  suppressed growth); below ``target / 2`` it shrinks by one; always within
+  ``[min_anchor, max_anchor]``.
+- **Batch counts.** The anchor rank runs ``anchor`` batches; rank ``r`` runs
+  ``round(anchor · slow_ms / ms_r)`` (at least 1, halves rounded up), ``slow_ms`` being the anchor
+  rank's speed. After the first calibration a count only moves when the target differs from it by
+  more than 5 % (dead zone), and by at most ``max_batch_diff`` per update when that is set (on
+  the first calibration too). The anchor rank is exempt from both: it always runs exactly
+  ``anchor`` batches. ``max_batch_diff=0`` is lockstep: every rank runs ``anchor`` batches.
+- **Cold start.** Before the first calibration every rank runs ``anchor`` batches, unless
+  ``speed_hint=(slow_rank, ratio)`` seeds ``slow_rank`` with ``anchor`` and the others with
+  ``round(anchor · ratio)``. The anchor rank is the hinted one, else the one with the smallest
+  ``partition_ratios`` entry, else elected at the first calibration.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from flodl_core import CheckpointError, ConfigError
+
+WINDOW = 5
+"""Readings kept per rank (the trust window)."""
+MAX_MISSES = 5
+"""Consecutive invalid readings that clear a rank's window."""
+COHORT_BAND = 0.15
+"""Ranks within this fraction of the slowest form the slow cohort."""
+DOMINANCE_MARGIN = 0.10
+"""A challenger must be this much slower than the current anchor rank to take over."""
+DEAD_ZONE = 0.05
+"""A count moves only when its target differs by more than this fraction of it."""
+STABLE_AT = 5
+MATURE_AT = 20
+SHARE_HISTORY = 10
+"""Count snapshots averaged by :meth:`ElChe.recent_batch_share`."""
+OVERHEAD_TARGET_RANGE = (0.01, 0.50)
+
+
+class Phase(enum.IntEnum):
+    """ElChe's maturity, by number of calibrations: 0, 1-4, 5-19, 20+."""
+
+    PROBE = 0
+    WARMUP = 1
+    STABLE = 2
+    MATURE = 3
+
+
+def _round_half_up(x: float) -> int:
+    # Python's round() sends halves to the even integer; counts follow the usual rule.
+    return math.floor(x + 0.5)
+
+
+def _int_arg(name: str, value: object, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
+    return value
+
+
+def _finite(name: str, value: object, *, positive: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (positive and value == 0):  # type: ignore[operator]
+        need = "> 0" if positive else ">= 0"
+        raise ConfigError(f"{name} must be a finite number {need}, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+class ElChe:
+    """Per-rank batch counts between averagings, from measured speeds.
+
+    Args:
+        world_size: number of ranks (>= 1).
+        anchor: batches the slow (anchor) rank runs per window at the start (>= 1).
+        overhead_target: the share of a window's compute time the averaging may cost; clamped
+            into [0.01, 0.50].
+        max_anchor: the auto-tune's upper bound for the anchor.
+        min_anchor: its lower bound (default: the initial ``anchor``);
+            :meth:`nudge_anchor_down` may go below it.
+        max_batch_diff: the most a count may change in one update, and the most batches a rank
+            may lead the slowest by (:meth:`throttled`); 0 = lockstep (every rank runs
+            ``anchor`` batches). ``None``: no limit.
+        relax_up: allow :meth:`relax_anchor_up`.
+        speed_hint: ``(slow_rank, ratio)``: before any measurement, ``slow_rank`` anchors and
+            every other rank is ``ratio`` times faster (it runs ``round(anchor · ratio)``).
+        partition_ratios: per-rank data shares; before calibration they are the
+            :meth:`throughput_shares` and the rank with the smallest one anchors (unless
+            ``speed_hint`` names one).
+    """
+
+    def __init__(
+        self,
+        world_size: int,
+        anchor: int = 10,
+        *,
+        overhead_target: float = 0.10,
+        max_anchor: int = 1000,
+        min_anchor: int | None = None,
+        max_batch_diff: int | None = None,
+        relax_up: bool = False,
+        speed_hint: tuple[int, float] | None = None,
+        partition_ratios: Sequence[float] | None = None,
+    ) -> None:
+        self.world_size = _int_arg("world_size", world_size, 1)
+        _int_arg("anchor", anchor, 1)
+        self.max_anchor = _int_arg("max_anchor", max_anchor, 1)
+        self.min_anchor = anchor if min_anchor is None else _int_arg("min_anchor", min_anchor, 1)
+        if anchor > self.max_anchor:
+            raise ConfigError(
+                f"anchor={anchor} exceeds max_anchor={self.max_anchor}; raise max_anchor"
+            )
+        if self.min_anchor > anchor:
+            raise ConfigError(
+                f"min_anchor={self.min_anchor} exceeds anchor={anchor}; lower min_anchor"
+            )
+        target = _finite("overhead_target", overhead_target, positive=True)
+        lo, hi = OVERHEAD_TARGET_RANGE
+        self.overhead_target = min(max(target, lo), hi)
+        self.max_batch_diff = (
+            None if max_batch_diff is None else _int_arg("max_batch_diff", max_batch_diff, 0)
+        )
+        self.relax_up = bool(relax_up)
+        self._hint_ratio: float | None = None
+        self._ratios: list[float] | None = None
+        self._anchor = anchor
+        self._anchor_rank: int | None = None
+        if partition_ratios is not None:
+            ratios = list(partition_ratios)
+            if len(ratios) != world_size:
+                raise ConfigError(
+                    f"partition_ratios has {len(ratios)} entries for world_size {world_size}; "
+                    "give one ratio per rank"
+                )
+            self._ratios = [
+                _finite(f"partition_ratios[{i}]", r, positive=True) for i, r in enumerate(ratios)
+            ]
+            self._anchor_rank = min(range(world_size), key=lambda i: (self._ratios[i], i))
+        if speed_hint is not None:
+            if not isinstance(speed_hint, tuple) or len(speed_hint) != 2:
+                raise ConfigError(
+                    f"speed_hint must be a (slow_rank, ratio) tuple, got {speed_hint!r}"
+                )
+            slow, ratio = speed_hint
+            _int_arg("speed_hint slow_rank", slow, 0)
+            if slow >= world_size:
+                raise ConfigError(
+                    f"speed_hint slow_rank {slow} is out of range for world_size {world_size}"
+                )
+            self._hint_ratio = _finite("speed_hint ratio", ratio, positive=True)
+            self._anchor_rank = slow
+        self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(world_size)]
+        self._misses = [0] * world_size
+        self._calibrations = 0
+        self._smoothed: list[float | None] = [None] * world_size
+        self._slow_ms = 0.0
+        self._overhead: float | None = None
+        self._counts = self._cold_counts()
+        self._history: deque[list[int]] = deque(maxlen=SHARE_HISTORY)
+
+    # ---- read-only state ----------------------------------------------------------------------
+
+    @property
+    def counts(self) -> list[int]:
+        """Batches each rank runs in the next window."""
+        return list(self._counts)
+
+    @property
+    def anchor(self) -> int:
+        """Batches the anchor rank runs per window."""
+        return self._anchor
+
+    @property
+    def anchor_rank(self) -> int:
+        """The rank that sets the pace (0 until elected when no hint named one)."""
+        return 0 if self._anchor_rank is None else self._anchor_rank
+
+    @property
+    def calibrations(self) -> int:
+        """Reports after which every rank had a reading."""
+        return self._calibrations
+
+    @property
+    def calibrated(self) -> bool:
+        return self._calibrations > 0
+
+    @property
+    def phase(self) -> Phase:
+        c = self._calibrations
+        if c >= MATURE_AT:
+            return Phase.MATURE
+        if c >= STABLE_AT:
+            return Phase.STABLE
+        return Phase.WARMUP if c >= 1 else Phase.PROBE
+
+    @property
+    def ms_per_batch(self) -> list[float | None]:
+        """Each rank's smoothed milliseconds per batch (mean of its window; ``None`` if empty)."""
+        return [sum(w) / len(w) if w else None for w in self._windows]
+
+    @property
+    def overhead(self) -> float | None:
+        """The last measured ``sync_ms / max(wall_ms)`` (``None`` before any)."""
+        return self._overhead
+
+    def anchor_wall_ms(self) -> float:
+        """The window's expected wall time: ``anchor × slow_ms`` (0 before calibration).
+
+        The cadence policy averages when the slowest rank's accumulated compute reaches it.
+        """
+        return self._anchor * self._slow_ms if self.calibrated else 0.0
+
+    def throughput_shares(self) -> list[float]:
+        """Each rank's share of the throughput, ``(1/ms_r) / Σ 1/ms`` once calibrated; before,
+        the normalised ``partition_ratios`` or equal shares. Sums to 1."""
+        if self.calibrated and all(s is not None for s in self._smoothed):
+            inv = [1.0 / s for s in self._smoothed]  # type: ignore[operator]
+        elif self._ratios is not None:
+            inv = list(self._ratios)
+        else:
+            inv = [1.0] * self.world_size
+        total = sum(inv)
+        return [x / total for x in inv]
+
+    def recent_batch_share(self) -> list[float]:
+        """Each rank's share of the batches over the last 10 count snapshots (one per report);
+        the current counts' share before any report."""
+        snaps = list(self._history) or [self._counts]
+        sums = [sum(s[r] for s in snaps) for r in range(self.world_size)]
+        total = sum(sums)
+        return [x / total for x in sums]
+
+    def clamp_total(self, max_total: int) -> list[int]:
+        """The counts scaled down so they sum to at most ``max_total`` (e.g. the batches left in
+        the epoch): floors of the proportional share, then the remainder one by one from rank 0.
+        The stored counts are not changed.
+
+        Example: counts ``[20, 10]``, ``max_total=16`` → floors ``[10, 5]`` (15) → ``[11, 5]``.
+        """
+        _int_arg("max_total", max_total, 0)
+        total = sum(self._counts)
+        if total <= max_total:
+            return list(self._counts)
+        out = [c * max_total // total for c in self._counts]
+        r = 0
+        while sum(out) < max_total:
+            out[r % self.world_size] += 1
+            r += 1
+        return out
+
+    def throttled(self, counts_done: Sequence[int]) -> list[int]:
+        """Ranks that lead the slowest one by more than ``max_batch_diff`` batches in the
+        current window (they should wait); empty when ``max_batch_diff`` is ``None``."""
+        done = self._per_rank("counts_done", counts_done)
+        if self.max_batch_diff is None:
+            return []
+        floor = min(done)
+        return [r for r, d in enumerate(done) if d - floor > self.max_batch_diff]
+
+    # ---- updates --------------------------------------------------------------------------------
+
+    def report_timing(
+        self,
+        wall_ms: Sequence[float],
+        batches: Sequence[int],
+        sync_ms: float,
+        *,
+        allow_growth: bool = True,
+    ) -> None:
+        """Feed one window's measurements (identical on every rank).
+
+        Args:
+            wall_ms: per rank, the compute time of the window in milliseconds (without the
+                averaging).
+            batches: per rank, the batches actually run in the window.
+            sync_ms: what the averaging cost, in milliseconds.
+            allow_growth: ``False`` when a convergence guard asked to hold the anchor (its
+                ``SuppressGrowth``): the auto-tune may then shrink the anchor but not grow it.
+        """
+        walls = [
+            _finite(f"wall_ms[{r}]", w) for r, w in enumerate(self._per_rank("wall_ms", wall_ms))
+        ]
+        done = self._per_rank("batches", batches)
+        sync = _finite("sync_ms", sync_ms)
+        for r in range(self.world_size):
+            if done[r] > 0 and walls[r] > 0:
+                self._windows[r].append(walls[r] / done[r])
+                self._misses[r] = 0
+            else:
+                self._misses[r] += 1
+                if self._misses[r] >= MAX_MISSES:
+                    self._windows[r].clear()
+                    self._misses[r] = 0
+        if all(self._windows):
+            self._calibrate(walls, sync, allow_growth)
+        self._history.append(list(self._counts))
+
+    def _calibrate(self, walls: list[float], sync_ms: float, allow_growth: bool) -> None:
+        self._calibrations += 1
+        smoothed = [sum(w) / len(w) for w in self._windows]
+        self._smoothed = list(smoothed)
+        if self._anchor_rank is None or self.phase >= Phase.STABLE:
+            self._anchor_rank = self._elect(smoothed)
+        self._slow_ms = smoothed[self.anchor_rank]
+        if max(walls) > 0:
+            self._overhead = sync_ms / max(walls)
+            # Early windows are dominated by warm-up costs: tune only once the speeds settled.
+            if self.phase >= Phase.STABLE:
+                self._auto_tune(self._overhead, allow_growth)
+        self._update_counts(first=self._calibrations == 1)
+
+    def _elect(self, smoothed: list[float]) -> int:
+        slowest = max(smoothed)
+        cohort = [r for r, ms in enumerate(smoothed) if ms >= (1.0 - COHORT_BAND) * slowest]
+        current = self._anchor_rank
+        if current is not None and current in cohort:
+            challenger = min(cohort, key=lambda r: (-smoothed[r], r))
+            if smoothed[challenger] > (1.0 + DOMINANCE_MARGIN) * smoothed[current]:
+                return challenger
+            return current
+        return cohort[0]
+
+    def _auto_tune(self, overhead: float, allow_growth: bool) -> None:
+        target = self.overhead_target
+        if overhead > target:
+            if allow_growth:
+                grown = math.ceil(self._anchor * overhead / target)
+                self._anchor = min(max(grown, self.min_anchor), self.max_anchor)
+        elif overhead < target / 2 and self._anchor > self.min_anchor:
+            self._anchor -= 1
+
+    def _targets(self) -> list[int]:
+        """Counts the current anchor asks for, before the dead zone and the per-update clamp."""
+        if not self.calibrated:
+            return self._cold_counts()
+        out = []
+        for r, ms in enumerate(self._smoothed):
+            if r == self.anchor_rank:
+                out.append(self._anchor)
+            else:
+                out.append(max(1, _round_half_up(self._anchor * self._slow_ms / ms)))  # type: ignore[operator]
+        return out
+
+    def _cold_counts(self) -> list[int]:
+        if self._hint_ratio is None:
+            return [self._anchor] * self.world_size
+        fast = max(1, _round_half_up(self._anchor * self._hint_ratio))
+        return [self._anchor if r == self.anchor_rank else fast for r in range(self.world_size)]
+
+    def _update_counts(self, *, first: bool) -> None:
+        """Move the counts toward their targets: the anchor rank exactly, the others outside the
+        dead zone only (skipped on the first calibration, when the cold-start counts are mere
+        guesses), each by at most ``max_batch_diff``."""
+        if self.max_batch_diff == 0:  # lockstep: everyone runs the anchor's count
+            self._counts = [self._anchor] * self.world_size
+            return
+        new = []
+        for r, (t, c) in enumerate(zip(self._targets(), self._counts, strict=True)):
+            if r == self.anchor_rank:
+                new.append(t)  # the anchor rank always runs exactly `anchor` batches
+                continue
+            if not first and abs(t - c) <= DEAD_ZONE * c:
+                new.append(c)
+                continue
+            if self.max_batch_diff is not None:
+                t = min(max(t, c - self.max_batch_diff), c + self.max_batch_diff)
+            new.append(max(1, t))
+        self._counts = new
+
+    def nudge_anchor_down(self, factor: float) -> None:
+        """Cut the anchor to ``max(1, min(anchor, ceil(anchor · clamp(factor, 0.1, 1.0))))``
+        (a guard or the meta-controller saw the replicas drift); may go below ``min_anchor``.
+        The counts follow at once."""
+        f = _finite("factor", factor)
+        f = min(max(f, 0.1), 1.0)
+        self._anchor = max(1, min(self._anchor, math.ceil(self._anchor * f)))
+        self._update_counts(first=not self.calibrated)
+
+    def relax_anchor_up(self) -> bool:
+        """Grow the anchor by one toward ``max_anchor`` if ``relax_up`` is on; refused (``False``)
+        at ``max_anchor`` or when the fastest rank's count would then lead the anchor by more
+        than ``max_batch_diff``."""
+        if not self.relax_up or self._anchor >= self.max_anchor:
+            return False
+        old = self._anchor
+        self._anchor = old + 1
+        projected = self._targets()
+        if self.max_batch_diff is not None and max(projected) - self._anchor > self.max_batch_diff:
+            self._anchor = old
+            return False
+        self._update_counts(first=not self.calibrated)
+        return True
+
+    # ---- persistence ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue identically; plain JSON types only."""
+        return {
+            "world_size": self.world_size,
+            "anchor": self._anchor,
+            "anchor_rank": self._anchor_rank,
+            "min_anchor": self.min_anchor,
+            "max_anchor": self.max_anchor,
+            "overhead_target": self.overhead_target,
+            "max_batch_diff": self.max_batch_diff,
+            "relax_up": self.relax_up,
+            "hint_ratio": self._hint_ratio,
+            "partition_ratios": self._ratios,
+            "windows": [list(w) for w in self._windows],
+            "misses": list(self._misses),
+            "calibrations": self._calibrations,
+            "smoothed": list(self._smoothed),
+            "slow_ms": self._slow_ms,
+            "overhead": self._overhead,
+            "counts": list(self._counts),
+            "history": [list(h) for h in self._history],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output; the world size must match."""
+        try:
+            if state["world_size"] != self.world_size:
+                raise CheckpointError(
+                    f"ElChe state is for world_size {state['world_size']}, this run has "
+                    f"{self.world_size}; resume with the same number of ranks"
+                )
+            self._anchor = int(state["anchor"])
+            self._anchor_rank = state["anchor_rank"]
+            self.min_anchor = int(state["min_anchor"])
+            self.max_anchor = int(state["max_anchor"])
+            self.overhead_target = float(state["overhead_target"])
+            self.max_batch_diff = state["max_batch_diff"]
+            self.relax_up = bool(state["relax_up"])
+            self._hint_ratio = state["hint_ratio"]
+            self._ratios = state["partition_ratios"]
+            self._windows = [deque(map(float, w), maxlen=WINDOW) for w in state["windows"]]
+            self._misses = [int(m) for m in state["misses"]]
+            self._calibrations = int(state["calibrations"])
+            self._smoothed = list(state["smoothed"])
+            self._slow_ms = float(state["slow_ms"])
+            self._overhead = state["overhead"]
+            self._counts = [int(c) for c in state["counts"]]
+            self._history = deque((list(h) for h in state["history"]), maxlen=SHARE_HISTORY)
+        except KeyError as e:
+            raise CheckpointError(f"ElChe state is missing the key {e.args[0]!r}") from None
+
+    def _per_rank(self, name: str, values: Sequence[Any]) -> list[Any]:
+        vals = list(values)
+        if len(vals) != self.world_size:
+            raise ConfigError(
+                f"{name} has {len(vals)} entries, expected one per rank ({self.world_size})"
+            )
+        if name != "wall_ms":
+            for r, v in enumerate(vals):
+                _int_arg(f"{name}[{r}]", v, 0)
+        return vals
+
+    def __repr__(self) -> str:
+        return (
+            f"ElChe(world_size={self.world_size}, anchor={self._anchor}, "
+            f"anchor_rank={self.anchor_rank}, counts={self._counts}, phase={self.phase.name})"
+        )

@@ -1,0 +1,319 @@
+"""Convergence guards: watch how far the replicas drift apart, and hold the cadence back.
+
+At each averaging every rank measures its divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖`` (its
+weights before and after the average); the guard sees ``D_t = max_r`` of it and answers with a
+:class:`ConvergenceAction`: ``STABLE`` (carry on), ``SUPPRESS_GROWTH`` (do not grow the anchor or
+the async overshoot this time) or ``NUDGE_DOWN(factor)`` (cut the anchor to ``factor`` of itself,
+:meth:`ElChe.nudge_anchor_down`).
+
+- :class:`NoGuard`: always ``STABLE`` (the control baseline).
+- :class:`TrendGuard`: the last three ``D`` strictly rising and the last above ``threshold`` →
+  ``SUPPRESS_GROWTH``. Never nudges. The default.
+- :class:`MsfGuard`: estimates the per-step growth rate of the divergence,
+  ``λ = ln(D_t / D_{t-1}) / k_max``, smooths it with a bias-corrected EMA and fires on streaks of
+  high rates (a finite-time Lyapunov-exponent view of replica drift).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from flodl_core import CheckpointError, ConfigError
+
+
+class ActionKind(enum.Enum):
+    STABLE = "stable"
+    SUPPRESS_GROWTH = "suppress_growth"
+    NUDGE_DOWN = "nudge_down"
+
+
+@dataclass(frozen=True)
+class ConvergenceAction:
+    """A guard's verdict. ``factor`` is set for ``NUDGE_DOWN`` only.
+
+    Use the constants ``ConvergenceAction.STABLE``, ``ConvergenceAction.SUPPRESS_GROWTH`` and
+    ``ConvergenceAction.nudge_down(factor)``.
+    """
+
+    kind: ActionKind
+    factor: float | None = None
+
+    STABLE: ClassVar[ConvergenceAction]
+    SUPPRESS_GROWTH: ClassVar[ConvergenceAction]
+
+    @classmethod
+    def nudge_down(cls, factor: float) -> ConvergenceAction:
+        if not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+            raise ConfigError(f"nudge factor must be in (0, 1], got {factor!r}")
+        return cls(ActionKind.NUDGE_DOWN, float(factor))
+
+    @property
+    def allows_growth(self) -> bool:
+        """Whether the anchor (and async overshoot) may grow after this verdict."""
+        return self.kind is ActionKind.STABLE
+
+    def __str__(self) -> str:
+        if self.kind is ActionKind.NUDGE_DOWN:
+            return f"NUDGE_DOWN({self.factor:g})"
+        return self.kind.name
+
+
+ConvergenceAction.STABLE = ConvergenceAction(ActionKind.STABLE)
+ConvergenceAction.SUPPRESS_GROWTH = ConvergenceAction(ActionKind.SUPPRESS_GROWTH)
+
+
+@dataclass(frozen=True)
+class DivergenceReport:
+    """Per-rank divergences ``‖θ_pre − θ_post‖ / ‖θ_post‖`` measured at one averaging."""
+
+    per_rank: Sequence[float]
+
+    def __post_init__(self) -> None:
+        vals = list(self.per_rank)
+        if not vals:
+            raise ConfigError("DivergenceReport needs one divergence per rank, got none")
+        for r, v in enumerate(vals):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"divergence of rank {r} is {v!r}; expected a number >= 0")
+        object.__setattr__(self, "per_rank", [float(v) for v in vals])
+
+    @property
+    def max(self) -> float:
+        """``D_t``: the largest divergence over the ranks (NaN if any is NaN)."""
+        vals = list(self.per_rank)
+        return math.nan if any(math.isnan(v) for v in vals) else max(vals)
+
+
+@runtime_checkable
+class ConvergenceGuard(Protocol):
+    """What the runtime calls at each averaging; write your own to plug in a new rule."""
+
+    def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
+        """The verdict for this averaging. ``k_used``: steps the slowest rank ran since the last
+        averaging; ``k_max``: the most steps any rank ran."""
+        ...
+
+    def telemetry(self) -> dict[str, float]:
+        """Numbers worth plotting (timeline, monitor)."""
+        ...
+
+    def reset(self) -> None:
+        """Forget everything (e.g. after the weights were replaced)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def _state_error(name: str, key: str) -> CheckpointError:
+    return CheckpointError(f"{name} state is missing the key {key!r}")
+
+
+class NoGuard:
+    """Always ``STABLE``: the anchor grows whenever the overhead asks for it."""
+
+    def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
+        return ConvergenceAction.STABLE
+
+    def telemetry(self) -> dict[str, float]:
+        return {}
+
+    def reset(self) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "NoGuard()"
+
+
+TREND_WINDOW = 5
+
+
+class TrendGuard:
+    """``SUPPRESS_GROWTH`` when the last three ``D`` are strictly increasing and the last exceeds
+    ``threshold``; ``STABLE`` otherwise (also before three values were seen).
+
+    Keeps a ring of the last 5 ``D`` values. Never nudges the anchor down.
+    """
+
+    def __init__(self, threshold: float = 0.05) -> None:
+        ok = isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
+        if not ok or not math.isfinite(threshold) or threshold < 0:
+            raise ConfigError(f"threshold must be a finite number >= 0, got {threshold!r}")
+        self.threshold = float(threshold)
+        self._history: deque[float] = deque(maxlen=TREND_WINDOW)
+
+    @property
+    def history(self) -> list[float]:
+        return list(self._history)
+
+    def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
+        self._history.append(report.max)
+        if len(self._history) < 3:
+            return ConvergenceAction.STABLE
+        a, b, c = list(self._history)[-3:]
+        if a < b < c and c > self.threshold:
+            return ConvergenceAction.SUPPRESS_GROWTH
+        return ConvergenceAction.STABLE
+
+    def telemetry(self) -> dict[str, float]:
+        return {"d_history_last": self._history[-1]} if self._history else {}
+
+    def reset(self) -> None:
+        self._history.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The observed history (the threshold is configuration, set by the constructor)."""
+        return {"history": list(self._history)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "history" not in state:
+            raise _state_error("TrendGuard", "history")
+        self._history = deque(map(float, state["history"]), maxlen=TREND_WINDOW)
+
+    def __repr__(self) -> str:
+        return f"TrendGuard(threshold={self.threshold:g})"
+
+
+class MsfGuard:
+    """Divergence growth-rate guard.
+
+    At each averaging with ``D_t > floor``, ``D_{t-1} > floor`` and ``k_max > 0``:
+
+    - ``λ_raw = ln(D_t / D_{t-1}) / k_max`` (growth per step);
+    - ``m_t = α·m_{t-1} + (1 − α)·λ_raw`` and ``λ_ema = m_t / (1 − α^t)`` (Adam's bias
+      correction, Kingma & Ba 2015, so early estimates are not pulled toward 0);
+    - ``λ_ema > suppress_threshold`` for ``suppress_streak`` consecutive estimates →
+      ``SUPPRESS_GROWTH``; ``λ_ema > nudge_threshold`` for ``nudge_streak`` consecutive estimates
+      → ``NUDGE_DOWN(nudge_factor)``. The two streaks count independently, the nudge wins when
+      both fire, and a firing resets only its own streak.
+
+    A ``D_t <= floor`` (the replicas agree to float precision) resets the estimator (``D_{t-1}``,
+    the EMA and its step count, and both streaks). ``k_max == 0`` skips the estimate but keeps
+    ``D_t`` as the next reference.
+
+    Args:
+        alpha: EMA decay, in (0, 1).
+        suppress_threshold: the soft rule's threshold on ``λ_ema`` (default 1e-3).
+        suppress_streak: consecutive estimates above it before the soft rule fires (default 3).
+        nudge_threshold: the hard rule's threshold on ``λ_ema`` (default 1e-2).
+        nudge_streak: consecutive estimates above it before the hard rule fires (default 3).
+        nudge_factor: the factor ``NUDGE_DOWN`` carries (default 0.5).
+        nudge: ``False`` disables the hard rule.
+        floor: divergences at or below it count as zero.
+    """
+
+    def __init__(
+        self,
+        *,
+        alpha: float = 0.9,
+        suppress_threshold: float = 1e-3,
+        suppress_streak: int = 3,
+        nudge_threshold: float = 1e-2,
+        nudge_streak: int = 3,
+        nudge_factor: float = 0.5,
+        nudge: bool = True,
+        floor: float = 1e-8,
+    ) -> None:
+        if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+            raise ConfigError(f"alpha must be in (0, 1), got {alpha!r}")
+        for name, v in (
+            ("suppress_threshold", suppress_threshold),
+            ("nudge_threshold", nudge_threshold),
+            ("floor", floor),
+        ):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise ConfigError(f"{name} must be a finite number, got {v!r}")
+        for name, n in (("suppress_streak", suppress_streak), ("nudge_streak", nudge_streak)):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {n!r}")
+        if not isinstance(nudge_factor, (int, float)) or not 0 < nudge_factor <= 1:
+            raise ConfigError(f"nudge_factor must be in (0, 1], got {nudge_factor!r}")
+        self.alpha = float(alpha)
+        self.suppress_threshold = float(suppress_threshold)
+        self.suppress_streak = suppress_streak
+        self.nudge_threshold = float(nudge_threshold)
+        self.nudge_streak = nudge_streak
+        self.nudge_factor = float(nudge_factor)
+        self.nudge = bool(nudge)
+        self.floor = float(floor)
+        self.reset()
+
+    def reset(self) -> None:
+        self._prev: float | None = None
+        self._m = 0.0
+        self._t = 0
+        self._lambda_raw: float | None = None
+        self._lambda_ema: float | None = None
+        self._soft = 0
+        self._hard = 0
+
+    @property
+    def lambda_ema(self) -> float | None:
+        """The last bias-corrected rate estimate (``None`` before the first)."""
+        return self._lambda_ema
+
+    def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
+        d = report.max
+        if not math.isfinite(d) or d <= self.floor:
+            self.reset()
+            return ConvergenceAction.STABLE
+        prev, self._prev = self._prev, d
+        if prev is None or k_max <= 0:
+            return ConvergenceAction.STABLE
+        lam = math.log(d / prev) / k_max
+        self._t += 1
+        self._m = self.alpha * self._m + (1.0 - self.alpha) * lam
+        ema = self._m / (1.0 - self.alpha**self._t)
+        self._lambda_raw, self._lambda_ema = lam, ema
+        self._soft = self._soft + 1 if ema > self.suppress_threshold else 0
+        self._hard = self._hard + 1 if self.nudge and ema > self.nudge_threshold else 0
+        if self.nudge and self._hard >= self.nudge_streak:
+            self._hard = 0
+            return ConvergenceAction.nudge_down(self.nudge_factor)
+        if self._soft >= self.suppress_streak:
+            self._soft = 0
+            return ConvergenceAction.SUPPRESS_GROWTH
+        return ConvergenceAction.STABLE
+
+    def telemetry(self) -> dict[str, float]:
+        out: dict[str, float] = {"suppress_streak": self._soft, "nudge_streak": self._hard}
+        if self._lambda_raw is not None and self._lambda_ema is not None:
+            out["lambda_raw"] = self._lambda_raw
+            out["lambda_ema"] = self._lambda_ema
+        return out
+
+    _STATE = ("prev", "m", "t", "lambda_raw", "lambda_ema", "soft", "hard")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, f"_{key}") for key in self._STATE}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in self._STATE:
+            if key not in state:
+                raise _state_error("MsfGuard", key)
+        for key in self._STATE:
+            setattr(self, f"_{key}", state[key])
+
+    def __repr__(self) -> str:
+        return (
+            f"MsfGuard(alpha={self.alpha:g}, suppress=({self.suppress_threshold:g}, "
+            f"{self.suppress_streak}), nudge="
+            + (
+                f"({self.nudge_threshold:g}, {self.nudge_streak}, {self.nudge_factor:g})"
+                if self.nudge
+                else "off"
+            )
+            + ")"
+        )

@@ -1,0 +1,186 @@
+"""The launching process's view of a run: :class:`DdpHandle` and its result, :class:`TrainedState`.
+
+The handle is fed from one background thread (the one that watches the rank processes, or the
+in-process rank itself); the user reads it from theirs. ``metrics_fn`` and the monitor are called
+on the feeding thread, as each epoch arrives.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor, nn
+
+from ._errors import DdpError
+from ._metrics import EpochMetrics, close_ranks, publish
+
+logger = logging.getLogger("flodl.ddp")
+
+_END = object()
+
+
+@dataclass
+class TrainedState:
+    """The trained model: parameters and buffers by ``state_dict`` name, as CPU tensors.
+
+    After a run the replicas agree (the last averaging made them equal); with ``easgd_alpha`` the
+    consensus of the last averaging is returned.
+    """
+
+    params: dict[str, Tensor]
+    buffers: dict[str, Tensor]
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """Parameters and buffers in one dict, for ``model.load_state_dict``."""
+        return {**self.params, **self.buffers}
+
+    def load_into(self, model: nn.Module) -> None:
+        """Copy the state into ``model`` (same architecture; moved to the model's devices)."""
+        missing, unexpected = model.load_state_dict(self.state_dict(), strict=False)
+        if missing or unexpected:
+            raise DdpError(
+                f"TrainedState does not match {type(model).__name__}: missing {sorted(missing)}, "
+                f"unexpected {sorted(unexpected)}"
+            )
+
+
+def state_of(model: nn.Module) -> TrainedState:
+    """A :class:`TrainedState` copied from ``model`` (CPU tensors)."""
+    params = {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters()}
+    buffers = {n: b.detach().to("cpu", copy=True) for n, b in model.named_buffers()}
+    return TrainedState(params, buffers)
+
+
+class DdpHandle:
+    """A run in progress (returned by ``Trainer.builder(...).run()``).
+
+    - :meth:`next_metrics` blocks for the next epoch's :class:`EpochMetrics`, ``None`` at the end;
+    - :meth:`poll_metrics` returns the epochs that arrived since the last call, without blocking;
+    - :meth:`join` waits for the end and returns the :class:`TrainedState`, or raises
+      :class:`DdpError` naming the rank, its host and the traceback of the rank that failed;
+    - :meth:`timeline` is the merged per-rank timeline when ``.timeline(True)`` was set.
+    """
+
+    def __init__(
+        self,
+        world_size: int,
+        devices: list[str],
+        *,
+        metrics_fn: Callable[[EpochMetrics], None] | None = None,
+        monitor: Any = None,
+        stop: Callable[[], None] | None = None,
+    ) -> None:
+        self._world_size = world_size
+        self._devices = list(devices)
+        self._metrics_fn = metrics_fn
+        self._monitor = monitor
+        self._stop = stop
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._history: list[EpochMetrics] = []
+        self._done = threading.Event()
+        self._ended = False
+        self._state: TrainedState | None = None
+        self._error: BaseException | None = None
+        self._timeline: Any = None
+
+    # ---- fed by the run ---------------------------------------------------------------------
+
+    def _push_metrics(self, m: EpochMetrics) -> None:
+        self._history.append(m)
+        if self._monitor is not None:
+            try:
+                publish(self._monitor, m)
+            except Exception:
+                logger.exception("ddp: publishing epoch %d to the monitor failed", m.epoch)
+        if self._metrics_fn is not None:
+            try:
+                self._metrics_fn(m)
+            except Exception:  # a reporting callback must not stop the training
+                logger.exception("ddp: metrics_fn raised on epoch %d; training continues", m.epoch)
+        self._queue.put(m)
+
+    def _finish(self, state: TrainedState | None, timeline: Any = None) -> None:
+        self._state = state
+        self._timeline = timeline
+        if self._monitor is not None:
+            close_ranks(self._monitor, self._history)
+        self._done.set()
+        self._queue.put(_END)
+
+    def _fail(self, error: BaseException) -> None:
+        self._error = error
+        self._done.set()
+        self._queue.put(_END)
+
+    # ---- read by the user -------------------------------------------------------------------
+
+    @property
+    def world_size(self) -> int:
+        return self._world_size
+
+    @property
+    def devices(self) -> list[str]:
+        """One device per rank, as strings."""
+        return list(self._devices)
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended (successfully or not)."""
+        return self._done.is_set()
+
+    def next_metrics(self, timeout: float | None = None) -> EpochMetrics | None:
+        """The next epoch's metrics; blocks until it arrives. ``None`` once the run has ended
+        (then :meth:`join` gives the result or raises the failure). ``timeout`` seconds without
+        an epoch raise ``TimeoutError``."""
+        if self._ended:
+            return None
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no epoch metrics within {timeout} s") from None
+        if item is _END:
+            self._ended = True
+            return None
+        return item
+
+    def poll_metrics(self) -> list[EpochMetrics]:
+        """Every epoch's metrics that arrived since the last read, without blocking."""
+        out: list[EpochMetrics] = []
+        while not self._ended:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _END:
+                self._ended = True
+                break
+            out.append(item)
+        return out
+
+    @property
+    def history(self) -> list[EpochMetrics]:
+        """Every epoch's metrics so far, whatever was read through the queue."""
+        return list(self._history)
+
+    def join(self, timeout: float | None = None) -> TrainedState:
+        """Wait for the run to end; the trained state, or :class:`DdpError` for a failed run."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"the run did not end within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._state is not None
+        return self._state
+
+    def stop(self) -> None:
+        """Tear the run down now (every rank is terminated); :meth:`join` then raises."""
+        if self._stop is not None and not self._done.is_set():
+            self._stop()
+
+    def timeline(self) -> Any:
+        """The merged :class:`Timeline` of every rank, or ``None`` (not asked for, or not ended)."""
+        return self._timeline

@@ -1,0 +1,129 @@
+"""The LR-aware meta-controller: cut the anchor when the learning rate falls off a cliff or when
+the convergence guard keeps complaining.
+
+A learning-rate drop (a step schedule) changes the loss landscape the replicas walk on; a long
+averaging window tuned for the old rate lets them drift apart. The meta-controller watches each
+averaging cycle's ``(lr, anchor, guard verdict, ElChe phase)`` and answers with a factor for
+:meth:`ElChe.nudge_anchor_down` (or ``None``):
+
+- **LR cliff**: the rate fell by more than 30 % since the previous cycle → base factor 0.5.
+- **Verdict streak**: the last ``K`` verdicts were all ``SUPPRESS_GROWTH`` or ``NUDGE_DOWN``, with
+  ``K`` = 5 in Warmup, 3 in Stable, 2 in Mature and base factor 0.3, 0.5, 0.7 respectively (the
+  longer ElChe has been calibrated, the faster and the gentler the reaction). The verdict window is
+  emptied after it fires, so the next firing needs ``K`` fresh verdicts.
+- The anchor's trend scales each base: ``trend = (anchor − mean(last 5 anchors)) / mean``, and
+  ``factor = clamp(base − (1 − base)·trend, 0.1, 0.95)`` (a growing anchor is cut harder). When
+  both watchers fire, the product of their factors, clamped the same way.
+- In Probe nothing fires.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+from flodl_core import CheckpointError, ConfigError
+
+from ._elche import Phase
+from ._guards import ActionKind, ConvergenceAction
+
+LR_WINDOW = 3
+ANCHOR_WINDOW = 5
+VERDICT_WINDOW = 5
+LR_CLIFF = 0.3
+LR_CLIFF_BASE = 0.5
+SETTLED_BAND = 0.10
+STREAK = {Phase.WARMUP: (5, 0.3), Phase.STABLE: (3, 0.5), Phase.MATURE: (2, 0.7)}
+"""Per phase: (verdicts in a row that fire, base factor)."""
+FACTOR_RANGE = (0.1, 0.95)
+
+
+def _clamp(x: float) -> float:
+    lo, hi = FACTOR_RANGE
+    return min(max(x, lo), hi)
+
+
+class MetaController:
+    """Anchor nudges from learning-rate cliffs and verdict streaks (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lrs: deque[float] = deque(maxlen=LR_WINDOW)
+        self._anchors: deque[int] = deque(maxlen=ANCHOR_WINDOW)
+        self._verdicts: deque[bool] = deque(maxlen=VERDICT_WINDOW)
+        self._last: dict[str, float] = {}
+
+    @property
+    def anchor_trend(self) -> float:
+        """``(current − mean(window)) / mean`` over the last 5 anchors, current included; 0 with
+        fewer than two."""
+        if len(self._anchors) < 2:
+            return 0.0
+        mean = sum(self._anchors) / len(self._anchors)
+        return (self._anchors[-1] - mean) / mean
+
+    @property
+    def settled(self) -> bool:
+        """The anchor moved less than 10 % against its recent mean."""
+        return abs(self.anchor_trend) < SETTLED_BAND
+
+    def observe(
+        self, lr: float, anchor: int, action: ConvergenceAction, phase: Phase
+    ) -> float | None:
+        """Record one averaging cycle; return a nudge factor in [0.1, 0.95] or ``None``."""
+        if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr):
+            raise ConfigError(f"lr must be a finite number, got {lr!r}")
+        if not isinstance(anchor, int) or isinstance(anchor, bool) or anchor < 1:
+            raise ConfigError(f"anchor must be an int >= 1, got {anchor!r}")
+        if not isinstance(action, ConvergenceAction):
+            raise ConfigError(f"action must be a ConvergenceAction, got {action!r}")
+        phase = Phase(phase)
+        self._lrs.append(float(lr))
+        self._anchors.append(anchor)
+        self._verdicts.append(action.kind is not ActionKind.STABLE)
+        trend = self.anchor_trend
+        self._last = {"anchor_trend": trend}
+        if phase is Phase.PROBE:
+            return None
+        factors = []
+        if len(self._lrs) >= 2:
+            prev, now = self._lrs[-2], self._lrs[-1]
+            if prev > 0 and (prev - now) / prev > LR_CLIFF:
+                factors.append(_clamp(LR_CLIFF_BASE - (1 - LR_CLIFF_BASE) * trend))
+                self._last["lr_cliff"] = 1.0
+        k, base = STREAK[phase]
+        recent = list(self._verdicts)[-k:]
+        if len(recent) == k and all(recent):
+            factors.append(_clamp(base - (1 - base) * trend))
+            self._verdicts.clear()
+            self._last["verdict_streak"] = 1.0
+        if not factors:
+            return None
+        factor = _clamp(math.prod(factors))
+        self._last["factor"] = factor
+        return factor
+
+    def telemetry(self) -> dict[str, float]:
+        """The last cycle's trend, which watchers fired and the factor returned."""
+        return dict(self._last)
+
+    def reset(self) -> None:
+        self._lrs.clear()
+        self._anchors.clear()
+        self._verdicts.clear()
+        self._last = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "lrs": list(self._lrs),
+            "anchors": list(self._anchors),
+            "verdicts": list(self._verdicts),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("lrs", "anchors", "verdicts"):
+            if key not in state:
+                raise CheckpointError(f"MetaController state is missing the key {key!r}")
+        self._lrs = deque(map(float, state["lrs"]), maxlen=LR_WINDOW)
+        self._anchors = deque(map(int, state["anchors"]), maxlen=ANCHOR_WINDOW)
+        self._verdicts = deque(map(bool, state["verdicts"]), maxlen=VERDICT_WINDOW)

@@ -1,0 +1,245 @@
+"""What a run reports per epoch: :class:`EpochMetrics`, :func:`record_scalar`, monitor wiring.
+
+Every rank keeps its own per-epoch sums (losses, batches, compute / sync / idle time, recorded
+scalars); the numbers of all ranks travel with the averaging round's small exchange, so every
+rank can build the same :class:`EpochMetrics`. The launching process receives rank 0's copy.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from flodl_core import ConfigError
+
+_local = threading.local()
+
+
+def record_scalar(name: str, value: float) -> None:
+    """Record a named number inside ``train_step``; each epoch's mean over every call on every
+    rank lands in :attr:`EpochMetrics.scalars` (``record_scalar("acc", 0.93)``).
+
+    Outside a distributed run (no rank is training in this thread) the call does nothing, so a
+    ``train_step`` can be reused in a plain loop.
+    """
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"record_scalar name must be a non-empty string, got {name!r}")
+    sink: ScalarSink | None = getattr(_local, "sink", None)
+    if sink is None:
+        return
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"record_scalar({name!r}, ...) got {value!r}; expected a number"
+        ) from None
+    sink.add(name, v)
+
+
+class ScalarSink:
+    """Per-rank running sums of recorded scalars (one per training thread)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str, value: float) -> None:
+        if math.isfinite(value):
+            self.sums[name] = self.sums.get(name, 0.0) + value
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+    def take(self) -> tuple[dict[str, float], dict[str, int]]:
+        """The sums and counts so far, and start again."""
+        out = (self.sums, self.counts)
+        self.sums, self.counts = {}, {}
+        return out
+
+    def install(self) -> None:
+        _local.sink = self
+
+    @staticmethod
+    def uninstall() -> None:
+        _local.sink = None
+
+
+@dataclass(frozen=True)
+class RankMetrics:
+    """One rank's share of an epoch.
+
+    Attributes:
+        rank: the global rank.
+        host: its host name.
+        device: its device, as a string (``"cpu"``, ``"cuda:1"``).
+        loss: mean training loss over its batches (NaN if it ran none).
+        batches: batches it trained.
+        samples: samples it trained.
+        throughput: samples per second over the epoch's wall time.
+        compute_ms: time spent training (forward, backward, optimizer, slowdown sleep).
+        sync_ms: time spent averaging.
+        idle_ms: time spent waiting for other ranks.
+    """
+
+    rank: int
+    host: str
+    device: str
+    loss: float
+    batches: int
+    samples: int
+    throughput: float
+    compute_ms: float
+    sync_ms: float
+    idle_ms: float
+
+
+@dataclass(frozen=True)
+class EpochMetrics:
+    """One epoch of a distributed run, as every rank saw it.
+
+    Attributes:
+        epoch: 0-based epoch number.
+        avg_loss: mean training loss over every batch of every rank.
+        epoch_ms: the epoch's wall time (the slowest rank's).
+        scalars: per name, the mean of every :func:`record_scalar` call this epoch.
+        per_rank: one :class:`RankMetrics` per rank, in rank order.
+        per_rank_throughput: samples per second of each rank.
+        per_rank_batch_share: each rank's fraction of the epoch's batches (they sum to 1).
+        syncs: averaging rounds this epoch (sync mode: optimizer steps).
+        avg_sync_ms: mean duration of an averaging round (the slowest rank's).
+        eval: what ``eval_fn`` returned on rank 0 after the epoch (``None`` without one).
+        anchor: ElChe's anchor at the end of the epoch (``None`` in sync mode).
+        lr: rank 0's learning rate (first parameter group) at the end of the epoch.
+        counts: ElChe's batch counts per rank for the next window (``None`` in sync mode).
+    """
+
+    epoch: int
+    avg_loss: float
+    epoch_ms: float
+    scalars: dict[str, float] = field(default_factory=dict)
+    per_rank: list[RankMetrics] = field(default_factory=list)
+    per_rank_throughput: list[float] = field(default_factory=list)
+    per_rank_batch_share: list[float] = field(default_factory=list)
+    syncs: int = 0
+    avg_sync_ms: float = 0.0
+    eval: float | dict[str, float] | None = None
+    anchor: int | None = None
+    lr: float = math.nan
+    counts: list[int] | None = None
+
+    def monitor_values(self) -> dict[str, float]:
+        """The numbers an epoch line shows: loss, recorded scalars, eval, lr, anchor."""
+        out: dict[str, float] = {"loss": self.avg_loss}
+        out.update(self.scalars)
+        if isinstance(self.eval, Mapping):
+            out.update({f"eval_{k}": float(v) for k, v in self.eval.items()})
+        elif self.eval is not None:
+            out["eval"] = float(self.eval)
+        if math.isfinite(self.lr):
+            out["lr"] = self.lr
+        return out
+
+
+def rank_path(host: str, rank: int) -> str:
+    """The record-tree leaf of a rank: ``root/<host>/rank<r>`` (host made path-safe)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "host"
+    return f"root/{safe}/rank{rank}"
+
+
+def publish(monitor: Any, m: EpochMetrics) -> None:
+    """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank becomes a leaf of the record
+    tree (so the dashboard shows each rank, each host and the whole run), then the epoch line.
+
+    The run owns the record tree: the monitor's own ``record_path`` is switched off, since
+    ``root`` now has children and cannot hold records itself.
+    """
+    monitor.record_path = None
+    tree = monitor.records
+    for r in m.per_rank:
+        tree.publish(
+            rank_path(r.host, r.rank),
+            {
+                "loss": r.loss,
+                "throughput": r.throughput,
+                "batches": float(r.batches),
+                "samples": float(r.samples),
+                "compute_ms": r.compute_ms,
+                "sync_ms": r.sync_ms,
+                "idle_ms": r.idle_ms,
+            },
+            step=m.epoch,
+        )
+    if m.epoch < monitor.total:
+        monitor.log(m.epoch, m.epoch_ms / 1000.0, m.monitor_values())
+
+
+def close_ranks(monitor: Any, metrics: list[EpochMetrics]) -> None:
+    """Mark every rank leaf finished so a quiet, completed rank is not reported lost."""
+    if not metrics:
+        return
+    for r in metrics[-1].per_rank:
+        path = rank_path(r.host, r.rank)
+        if path in monitor.records:
+            monitor.records.close(path)
+
+
+def combine_ranks(
+    epoch: int,
+    ranks: list[dict[str, Any]],
+    *,
+    batch_size: int,
+    syncs: int,
+    sync_ms: list[float],
+    eval_value: float | dict[str, float] | None,
+    anchor: int | None,
+    lr: float,
+    counts: list[int] | None,
+) -> EpochMetrics:
+    """One :class:`EpochMetrics` from every rank's epoch sums (the same dicts on every rank).
+
+    Each ``ranks[r]`` holds ``host, device, loss_sum, loss_n, batches, compute, sync, idle, wall``
+    (seconds) and the recorded scalars' ``sums`` / ``counts``; ``sync_ms`` is the slowest rank's
+    duration of each averaging round of the epoch.
+    """
+    epoch_s = max(d["wall"] for d in ranks)
+    total_batches = sum(d["batches"] for d in ranks) or 1
+    per_rank = []
+    for r, d in enumerate(ranks):
+        samples = d["batches"] * batch_size
+        per_rank.append(
+            RankMetrics(
+                rank=r,
+                host=d["host"],
+                device=d["device"],
+                loss=d["loss_sum"] / d["loss_n"] if d["loss_n"] else math.nan,
+                batches=d["batches"],
+                samples=samples,
+                throughput=samples / epoch_s if epoch_s > 0 else 0.0,
+                compute_ms=d["compute"] * 1000.0,
+                sync_ms=d["sync"] * 1000.0,
+                idle_ms=d["idle"] * 1000.0,
+            )
+        )
+    loss_n = sum(d["loss_n"] for d in ranks)
+    scal_sum: dict[str, float] = {}
+    scal_n: dict[str, int] = {}
+    for d in ranks:
+        for k, v in d["sums"].items():
+            scal_sum[k] = scal_sum.get(k, 0.0) + v
+            scal_n[k] = scal_n.get(k, 0) + d["counts"][k]
+    return EpochMetrics(
+        epoch=epoch,
+        avg_loss=sum(d["loss_sum"] for d in ranks) / loss_n if loss_n else math.nan,
+        epoch_ms=epoch_s * 1000.0,
+        scalars={k: scal_sum[k] / scal_n[k] for k in sorted(scal_sum)},
+        per_rank=per_rank,
+        per_rank_throughput=[p.throughput for p in per_rank],
+        per_rank_batch_share=[d["batches"] / total_batches for d in ranks],
+        syncs=syncs,
+        avg_sync_ms=sum(sync_ms) / len(sync_ms) if sync_ms else 0.0,
+        eval=eval_value,
+        anchor=anchor,
+        lr=lr,
+        counts=counts,
+    )

@@ -1,0 +1,96 @@
+"""The six training modes: when to average (policy) times where to average (backend).
+
+A mode is written ``"<backend>-<policy>"``: ``nccl-sync``, ``nccl-cadence``, ``nccl-async``,
+``cpu-sync``, ``cpu-cadence``, ``cpu-async``. ``nccl`` averages with collectives on the training
+device's own tensors (NCCL on CUDA, gloo on CPU tensors); ``cpu`` averages CPU copies over gloo,
+which works across GPU vendors and through tunnels. The policy says when:
+
+- ``sync``: gradients are averaged after every batch (classic data parallelism);
+- ``cadence``: parameters are averaged when the slowest rank has run its ``anchor`` batches and the
+  faster ones their proportional counts (ElChe);
+- ``async``: like cadence, but fast ranks may overshoot their counts until every rank is ready.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from flodl_core import ConfigError
+
+
+class Policy(enum.Enum):
+    """When the ranks average."""
+
+    SYNC = "sync"
+    CADENCE = "cadence"
+    ASYNC = "async"
+
+
+class Backend(enum.Enum):
+    """Where the averaging runs: on the device tensors (``NCCL``) or on CPU copies (``CPU``)."""
+
+    NCCL = "nccl"
+    CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One of the six modes. ``name`` is derived: ``Mode(Policy.ASYNC, Backend.CPU).name ==
+    "cpu-async"``."""
+
+    policy: Policy
+    backend: Backend
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, Policy):
+            raise ConfigError(
+                f"Mode policy must be a Policy ({_names(Policy)}), got {self.policy!r}"
+            )
+        if not isinstance(self.backend, Backend):
+            raise ConfigError(
+                f"Mode backend must be a Backend ({_names(Backend)}), got {self.backend!r}"
+            )
+        object.__setattr__(self, "name", f"{self.backend.value}-{self.policy.value}")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _names(kind: type[enum.Enum]) -> str:
+    return ", ".join(m.name for m in kind)
+
+
+MODES: tuple[str, ...] = tuple(
+    f"{b.value}-{p.value}" for b in (Backend.NCCL, Backend.CPU) for p in Policy
+)
+"""The six mode names, NCCL first, each backend in the order sync, cadence, async."""
+
+
+def parse_mode(mode: str | Mode) -> Mode:
+    """A :class:`Mode` from its name.
+
+    Accepts ``"cpu-async"``, ``"cpu_async"``, ``"CPU-Async"`` (case-insensitive, ``-`` or ``_``)
+    and passes a :class:`Mode` through unchanged.
+
+    Raises:
+        ConfigError: for an unknown name or a value that is neither a string nor a Mode; the
+            message lists all six names.
+    """
+    if isinstance(mode, Mode):
+        return mode
+    if not isinstance(mode, str):
+        raise ConfigError(
+            f"mode must be a mode name or a Mode, got {type(mode).__name__} {mode!r}; "
+            f"valid names: {', '.join(MODES)}"
+        )
+    key = mode.strip().lower().replace("_", "-")
+    backend, _, policy = key.partition("-")
+    try:
+        return Mode(Policy(policy), Backend(backend))
+    except ValueError:
+        raise ConfigError(
+            f"unknown mode {mode!r}; valid names: {', '.join(MODES)} "
+            "('_' may replace '-', case does not matter)"
+        ) from None

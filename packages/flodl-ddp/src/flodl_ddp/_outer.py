@@ -1,0 +1,261 @@
+"""Outer optimizers: turn each averaging into a step on the global weights.
+
+Local SGD averages the replicas every so many steps. An outer optimizer sits between the average
+and the broadcast: it treats the *pseudo-gradient*
+
+    Δ = θ_global − θ_avg
+
+(how far the count-weighted average of the replicas moved away from the global weights they
+started the window from) as a gradient, and steps the global weights with it. With
+:class:`OuterAvg` the step is plain averaging (``θ_global ← θ_avg``, i.e. SGD with lr 1 on Δ);
+:class:`SlowMo` and :class:`DiLoCo` add momentum across windows, which lets long windows (hundreds
+of local steps) keep the accuracy of frequent averaging.
+
+Every optimizer works on lists of tensors in place (``global_params[i]`` and ``averaged[i]`` of
+equal shapes), keeps its state across windows, and saves it with ``state_dict()`` (tensors are
+CPU copies; everything else plain JSON types).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from flodl_core import CheckpointError, ConfigError
+
+
+def _number(name: str, value: object, low: float, high: float | None = None) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (high is not None and value > high):  # type: ignore[operator]
+        bound = f"in [{low:g}, {high:g}]" if high is not None else f">= {low:g}"
+        raise ConfigError(f"{name} must be a finite number {bound}, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _check(global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
+    if len(global_params) != len(averaged):
+        raise ConfigError(
+            f"outer step got {len(global_params)} global tensors and {len(averaged)} averaged "
+            "ones; pass the same parameters in the same order"
+        )
+    for i, (g, a) in enumerate(zip(global_params, averaged, strict=True)):
+        if g.shape != a.shape:
+            raise ConfigError(
+                f"outer step: tensor {i} has shape {tuple(g.shape)} globally but "
+                f"{tuple(a.shape)} averaged"
+            )
+
+
+def _to_cpu(ts: list[Tensor] | None) -> list[Tensor] | None:
+    return None if ts is None else [t.detach().cpu().clone() for t in ts]
+
+
+def _load_buffers(name: str, state: dict[str, Any], key: str) -> list[Tensor] | None:
+    if key not in state:
+        raise CheckpointError(f"{name} state is missing the key {key!r}")
+    bufs = state[key]
+    return None if bufs is None else [torch.as_tensor(b).clone() for b in bufs]
+
+
+def _place(bufs: list[Tensor] | None, like: Sequence[Tensor]) -> list[Tensor] | None:
+    """Buffers loaded from a checkpoint live on the CPU; move them next to the weights."""
+    if bufs is None:
+        return None
+    if len(bufs) != len(like) or any(b.shape != t.shape for b, t in zip(bufs, like, strict=True)):
+        raise CheckpointError(
+            "outer optimizer state does not match the model: "
+            f"{[tuple(b.shape) for b in bufs]} vs {[tuple(t.shape) for t in like]}"
+        )
+    return [b.to(device=t.device, dtype=t.dtype) for b, t in zip(bufs, like, strict=True)]
+
+
+class OuterOptimizer:
+    """Base class: ``step(global_params, averaged)`` updates ``global_params`` in place.
+
+    Subclasses implement :meth:`_step` with the pseudo-gradients ``Δ_i = global_i − averaged_i``
+    (shapes of the parameters) and keep their state in tensors of the same shapes.
+    """
+
+    def step(self, global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
+        """One outer step. ``global_params``: the weights every replica started the window
+        from; ``averaged``: the replicas' (count-weighted) average at its end."""
+        _check(global_params, averaged)
+        with torch.no_grad():
+            deltas = [g - a for g, a in zip(global_params, averaged, strict=True)]
+            self._step(list(global_params), deltas)
+
+    def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class OuterAvg(OuterOptimizer):
+    """Plain averaging, the default: ``θ_global ← θ_avg`` (SGD with lr 1 on Δ, no momentum)."""
+
+    def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
+        for p, d in zip(params, deltas, strict=True):
+            p.sub_(d)
+
+    def __repr__(self) -> str:
+        return "OuterAvg()"
+
+
+class SlowMo(OuterOptimizer):
+    """Slow momentum (Wang, Tantia, Ballas, Rabbat, "SlowMo: Improving Communication-Efficient
+    Distributed SGD with Slow Momentum", ICLR 2020, arXiv:1910.00643), Algorithm 1:
+
+        u ← β·u + Δ / γ
+        θ_global ← θ_global − α·γ·u
+
+    with ``α = lr`` (slow learning rate, ≈ 1), ``β = momentum`` (0.5-0.8 in the paper) and
+    ``γ = inner_lr`` (the base optimizer's learning rate; ``u`` starts at 0). With a constant
+    ``γ`` it cancels out (``v = γ·u`` follows ``v ← β·v + Δ``), so the default 1.0 is right for
+    any constant inner rate; under an inner LR schedule set ``inner_lr`` to the current rate
+    before each step. ``momentum=0, lr=1`` is :class:`OuterAvg`.
+    """
+
+    def __init__(self, lr: float = 1.0, momentum: float = 0.5, *, inner_lr: float = 1.0) -> None:
+        self.lr = _number("lr", lr, 0.0)
+        self.momentum = _number("momentum", momentum, 0.0, 1.0)
+        self.inner_lr = _number("inner_lr", inner_lr, 0.0)
+        if self.inner_lr == 0:
+            raise ConfigError("inner_lr must be > 0 (it divides the pseudo-gradient), got 0")
+        self._u: list[Tensor] | None = None
+
+    def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
+        self._u = _place(self._u, params)
+        if self._u is None:
+            self._u = [torch.zeros_like(p) for p in params]
+        for p, d, u in zip(params, deltas, self._u, strict=True):
+            u.mul_(self.momentum).add_(d, alpha=1.0 / self.inner_lr)
+            p.add_(u, alpha=-self.lr * self.inner_lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"momentum_buffer": _to_cpu(self._u)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._u = _load_buffers("SlowMo", state, "momentum_buffer")
+
+    def __repr__(self) -> str:
+        return f"SlowMo(lr={self.lr:g}, momentum={self.momentum:g}, inner_lr={self.inner_lr:g})"
+
+
+class DiLoCo(OuterOptimizer):
+    """DiLoCo's outer step (Douillard et al., "DiLoCo: Distributed Low-Communication Training of
+    Language Models", 2023, arXiv:2311.08105): Nesterov SGD on the pseudo-gradient, lr 0.7,
+    momentum 0.9, exactly as ``torch.optim.SGD(lr, momentum, nesterov=True)`` with ``.grad = Δ``:
+
+        b ← Δ                      (first step)
+        b ← μ·b + Δ                (later steps)
+        θ_global ← θ_global − lr·(Δ + μ·b)
+    """
+
+    def __init__(self, lr: float = 0.7, momentum: float = 0.9) -> None:
+        self.lr = _number("lr", lr, 0.0)
+        self.momentum = _number("momentum", momentum, 0.0, 1.0)
+        self._b: list[Tensor] | None = None
+
+    def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
+        self._b = _place(self._b, params)
+        if self._b is None:
+            self._b = [d.clone() for d in deltas]
+        else:
+            for b, d in zip(self._b, deltas, strict=True):
+                b.mul_(self.momentum).add_(d)
+        for p, d, b in zip(params, deltas, self._b, strict=True):
+            p.add_(d.add(b, alpha=self.momentum), alpha=-self.lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"momentum_buffer": _to_cpu(self._b)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._b = _load_buffers("DiLoCo", state, "momentum_buffer")
+
+    def __repr__(self) -> str:
+        return f"DiLoCo(lr={self.lr:g}, momentum={self.momentum:g})"
+
+
+class TorchOuter(OuterOptimizer):
+    """Any ``torch.optim`` optimizer as the outer step.
+
+    ``factory(params) -> torch.optim.Optimizer`` is called once, at the first step, with
+    ``nn.Parameter`` copies of the global weights; each step sets their ``.grad`` to Δ, calls
+    ``optimizer.step()`` and copies the result back into the global tensors. For example
+    ``TorchOuter(lambda ps: torch.optim.Adam(ps, lr=1e-3))`` (use a top-level function when the
+    optimizer must be pickled to other processes).
+    """
+
+    def __init__(self, factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer]) -> None:
+        if not callable(factory):
+            raise ConfigError(f"factory must be callable(params) -> Optimizer, got {factory!r}")
+        self.factory = factory
+        self._params: list[nn.Parameter] | None = None
+        self._optimizer: torch.optim.Optimizer | None = None
+        self._pending: dict[str, Any] | None = None
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer | None:
+        """The wrapped optimizer (``None`` before the first step)."""
+        return self._optimizer
+
+    def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
+        if self._params is None:
+            self._params = [nn.Parameter(p.detach().clone()) for p in params]
+            opt = self.factory(self._params)
+            if not isinstance(opt, torch.optim.Optimizer):
+                raise ConfigError(
+                    f"factory returned {type(opt).__name__}, expected a torch.optim.Optimizer"
+                )
+            self._optimizer = opt
+            if self._pending is not None:
+                opt.load_state_dict(self._pending)
+                self._pending = None
+        assert self._optimizer is not None
+        if len(self._params) != len(params):
+            raise ConfigError(
+                f"outer step got {len(params)} tensors, the optimizer was built for "
+                f"{len(self._params)}"
+            )
+        for q, p, d in zip(self._params, params, deltas, strict=True):
+            q.copy_(p)
+            q.grad = d.clone()
+        self._optimizer.step()
+        for q, p in zip(self._params, params, strict=True):
+            p.copy_(q)
+            q.grad = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The wrapped optimizer's ``state_dict()`` (momentum tensors moved to the CPU)."""
+        if self._optimizer is None:
+            return dict(self._pending) if self._pending is not None else {}
+        state = self._optimizer.state_dict()
+        return {
+            "state": {
+                k: {
+                    n: v.detach().cpu().clone() if isinstance(v, Tensor) else v
+                    for n, v in s.items()
+                }
+                for k, s in state["state"].items()
+            },
+            "param_groups": state["param_groups"],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:
+            return
+        if self._optimizer is None:
+            self._pending = state  # applied when the first step builds the optimizer
+        else:
+            self._optimizer.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return f"TorchOuter({getattr(self.factory, '__name__', repr(self.factory))})"

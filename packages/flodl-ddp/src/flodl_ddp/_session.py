@@ -1,0 +1,151 @@
+"""The cooperative tier: the framework sets up, you own the loop inside each rank.
+
+Run your script once per rank (``torchrun --nproc-per-node 2 train.py``, or your own launcher
+that initialises ``torch.distributed``); without either it runs as a world of one::
+
+    session = Trainer.setup(model, make_optim, DdpConfig(dataset=ds, batch_size=32,
+                                                         mode="cpu-cadence"))
+    for epoch in range(5):
+        for batch in session.epoch(epoch):
+            loss = loss_fn(session.model(batch[0]), batch[1])
+            session.step(loss)           # backward, clip, optimizer, zero_grad, averaging
+        print(session.metrics[-1].avg_loss)
+    session.close()
+
+``session.epoch(n)`` yields this rank's slice of epoch ``n``; the averaging happens inside the
+iteration, between two batches, when the policy says so. Iterate each epoch to its end on every
+rank: the ranks count batches to know when to average.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ._comm import Comm, SoloComm
+from ._config import DdpConfig, check_config
+from ._errors import DdpError
+from ._handle import TrainedState
+from ._launch import torchrun_env
+from ._metrics import EpochMetrics
+from ._rank import RankContext, RankEngine
+
+_SESSIONS = itertools.count()  # every rank makes its sessions in the same order
+
+
+class DdpSession:
+    """One rank of a cooperative run (made by :meth:`Trainer.setup`).
+
+    Args:
+        model: this rank's model, already on its device; every rank must build the same
+            architecture (checked). Rank 0's initial weights are copied to every rank.
+        optim_factory: ``optim_factory(params) -> torch.optim.Optimizer``.
+        config: the run's :class:`DdpConfig` (``dataset`` and ``batch_size`` required).
+    """
+
+    def __init__(
+        self, model: nn.Module, optim_factory: Callable[..., Any], config: DdpConfig
+    ) -> None:
+        if not isinstance(config, DdpConfig):
+            raise TypeError(f"config must be a DdpConfig, got {type(config).__name__}")
+        cfg = config.to_trainer_config()
+        mode = check_config(cfg, need_epochs=False)
+        self._created_pg = False
+        if dist.is_available() and dist.is_initialized():
+            rank, world = dist.get_rank(), dist.get_world_size()
+        elif torchrun_env() is not None:
+            dev = _model_device(model)
+            backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
+            dist.init_process_group(
+                backend, init_method="env://", timeout=timedelta(seconds=cfg.timeout_s)
+            )
+            self._created_pg = True
+            rank, world = dist.get_rank(), dist.get_world_size()
+        else:
+            rank, world = 0, 1
+        if world > 1:
+            from torch.distributed.distributed_c10d import _get_default_store
+
+            store = dist.PrefixStore(f"flodl-ddp-session{next(_SESSIONS)}", _get_default_store())
+            comm: Comm = Comm(store, rank, world)
+        else:
+            comm = SoloComm()
+        device = _model_device(model)
+        if device.type == "cpu" and cfg.threads_per_rank is None and world > 1:
+            torch.set_num_threads(1)
+        ctx = RankContext(rank, world, device, socket.gethostname(), comm, time.time())
+        self._engine = RankEngine(cfg, mode, ctx, model, optim_factory)
+        self._closed = False
+
+    @property
+    def model(self) -> nn.Module:
+        """The model to call in the loop (in sync mode the ``DistributedDataParallel`` wrapper,
+        whose backward averages the gradients)."""
+        return self._engine.forward_model
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._engine.optimizer
+
+    @property
+    def rank(self) -> int:
+        return self._engine.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._engine.world
+
+    @property
+    def device(self) -> torch.device:
+        return self._engine.device
+
+    @property
+    def start_epoch(self) -> int:
+        """The first epoch to run (after ``resume``, the one after the checkpoint)."""
+        return self._engine.start_epoch
+
+    @property
+    def metrics(self) -> list[EpochMetrics]:
+        """One :class:`EpochMetrics` per finished epoch (identical on every rank but ``eval``)."""
+        return list(self._engine.metrics)
+
+    def epoch(self, n: int) -> Iterator[Any]:
+        """This rank's batches of epoch ``n`` (iterate to the end on every rank)."""
+        if self._closed:
+            raise DdpError("the session is closed")
+        return self._engine.epoch(n)
+
+    def step(self, loss: torch.Tensor) -> None:
+        """Backward, per-rank clip, optimizer step, zero_grad (once per batch)."""
+        self._engine.step(loss)
+
+    def state(self) -> TrainedState:
+        """The current model as CPU tensors."""
+        return self._engine.final_state()
+
+    def close(self) -> None:
+        """Wait for every rank, then release the process group if the session created it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._engine.sink.uninstall()
+        if self.world_size > 1:
+            self._engine.comm.barrier("close")
+        if self._created_pg:
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")

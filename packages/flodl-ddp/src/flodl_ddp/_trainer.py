@@ -1,0 +1,400 @@
+"""The entry points: ``Trainer.builder(...)`` (managed) and ``Trainer.setup(...)`` (cooperative).
+
+Managed::
+
+    def make_model():                      # top-level functions: spawned ranks import them
+        return nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 1))
+
+    def make_optim(params):
+        return torch.optim.Adam(params, lr=1e-3)
+
+    def train_step(model, batch):
+        x, y = batch[0], batch[1]
+        return nn.functional.mse_loss(model(x), y)
+
+    if __name__ == "__main__":
+        handle = (
+            Trainer.builder(make_model, make_optim, train_step)
+            .dataset((x, y)).batch_size(32).num_epochs(5)
+            .devices(["cpu", "cpu"]).mode("cpu-cadence")
+            .run()
+        )
+        while (m := handle.next_metrics()) is not None:
+            print(m.epoch, m.avg_loss)
+        state = handle.join()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, replace
+from typing import Any
+
+from torch import nn
+
+from flodl_core import ConfigError
+
+from ._config import (
+    DdpConfig,
+    TrainerConfig,
+    check_callable,
+    check_config,
+    check_float,
+    check_int,
+    check_slowdown,
+    check_world,
+)
+from ._handle import DdpHandle
+from ._launch import RankPayload, launch, normalise_devices, summary_line, torchrun_env
+from ._modes import Backend, Mode, Policy, parse_mode
+
+
+class TrainerBuilder:
+    """Chained options of a managed run; :meth:`run` starts it. Each method validates its
+    argument at once (a :class:`~flodl_core.ConfigError` names it) and returns the builder.
+
+    Required: :meth:`dataset`, :meth:`batch_size`, :meth:`num_epochs`.
+    """
+
+    def __init__(
+        self,
+        model_factory: Callable[..., nn.Module],
+        optim_factory: Callable[..., Any],
+        train_step: Callable[..., Any],
+    ) -> None:
+        check_callable("model_factory", model_factory)
+        check_callable("optim_factory", optim_factory)
+        check_callable("train_step", train_step)
+        self._model_factory = model_factory
+        self._optim_factory = optim_factory
+        self._train_step = train_step
+        self._cfg = TrainerConfig()
+
+    def _set(self, **kw: Any) -> TrainerBuilder:
+        self._cfg = replace(self._cfg, **kw)
+        return self
+
+    # ---- data and length ----------------------------------------------------------------------
+
+    def dataset(self, ds: Any) -> TrainerBuilder:
+        """The training data: anything :class:`flodl_core.DataLoader` reads (a ``BatchDataSet``,
+        a map-style dataset, a tuple of ``(N, ...)`` tensors). Each epoch one seeded permutation
+        is cut into consecutive per-rank slices (equal until ElChe has measured the ranks, then
+        proportional to their throughput)."""
+        if ds is None:
+            raise ConfigError("dataset must not be None")
+        return self._set(dataset=ds)
+
+    def batch_size(self, n: int) -> TrainerBuilder:
+        """Samples per batch, per rank (> 0)."""
+        check_int("batch_size", n, 1)
+        return self._set(batch_size=n)
+
+    def num_epochs(self, n: int) -> TrainerBuilder:
+        """Epochs to train (> 0)."""
+        check_int("num_epochs", n, 1)
+        return self._set(num_epochs=n)
+
+    def batches_per_epoch(self, n: int) -> TrainerBuilder:
+        """Cap the batches of all ranks together in one epoch."""
+        check_int("batches_per_epoch", n, 1)
+        return self._set(batches_per_epoch=n)
+
+    def seed(self, n: int) -> TrainerBuilder:
+        """Seed of the model initialisation, data order and per-rank RNG (default 42)."""
+        check_int("seed", n, 0)
+        return self._set(seed=n)
+
+    # ---- devices and mode ---------------------------------------------------------------------
+
+    def devices(self, devices: Sequence[Any]) -> TrainerBuilder:
+        """One device per rank: ``["cuda:0", "cuda:1"]``, ``["cpu"] * 2``. Default: every GPU
+        found without initialising CUDA, else one CPU rank."""
+        return self._set(devices=normalise_devices(devices))
+
+    def mode(self, mode: str | Mode) -> TrainerBuilder:
+        """One of ``nccl-sync``, ``nccl-cadence`` (default), ``nccl-async``, ``cpu-sync``,
+        ``cpu-cadence``, ``cpu-async`` (``_`` for ``-`` and any case accepted)."""
+        return self._set(mode=parse_mode(mode))
+
+    def policy(self, policy: Policy | str) -> TrainerBuilder:
+        """Change only the policy (sync / cadence / async), keeping the backend."""
+        p = policy if isinstance(policy, Policy) else _enum(Policy, "policy", policy)
+        return self._set(mode=Mode(p, parse_mode(self._cfg.mode).backend))
+
+    def backend(self, backend: Backend | str) -> TrainerBuilder:
+        """Change only the backend (nccl / cpu), keeping the policy."""
+        b = backend if isinstance(backend, Backend) else _enum(Backend, "backend", backend)
+        return self._set(mode=Mode(parse_mode(self._cfg.mode).policy, b))
+
+    def bf16_wire(self, on: bool = True) -> TrainerBuilder:
+        """cpu backend: send bfloat16 over gloo (half the bytes, sums rounded to bf16)."""
+        return self._set(bf16_wire=bool(on))
+
+    def threads_per_rank(self, n: int) -> TrainerBuilder:
+        """torch threads per rank (default 1 on CPU ranks)."""
+        check_int("threads_per_rank", n, 1)
+        return self._set(threads_per_rank=n)
+
+    # ---- ElChe --------------------------------------------------------------------------------
+
+    def anchor(self, n: int) -> TrainerBuilder:
+        """Initial anchor: batches the slowest rank runs per averaging window (default 10)."""
+        check_int("anchor", n, 1)
+        return self._set(anchor=n)
+
+    def max_anchor(self, n: int) -> TrainerBuilder:
+        """Upper bound of the anchor's auto-tuning (default 1000)."""
+        check_int("max_anchor", n, 1)
+        return self._set(max_anchor=n)
+
+    def min_anchor(self, n: int) -> TrainerBuilder:
+        """Lower bound of the anchor's auto-tuning (default: the initial anchor)."""
+        check_int("min_anchor", n, 1)
+        return self._set(min_anchor=n)
+
+    def overhead_target(self, f: float) -> TrainerBuilder:
+        """Averaging time over compute time ElChe aims for, in [0.01, 0.50] (default 0.10)."""
+        check_float("overhead_target", f, 0.01, 0.50)
+        return self._set(overhead_target=float(f))
+
+    def max_batch_diff(self, n: int) -> TrainerBuilder:
+        """The most batches a fast rank may lead by; 0 = lockstep."""
+        check_int("max_batch_diff", n, 0)
+        return self._set(max_batch_diff=n)
+
+    def speed_hint(self, slow_rank: int, ratio: float) -> TrainerBuilder:
+        """Before measuring: ``slow_rank`` is the slowest and the others ``ratio`` times faster."""
+        check_int("speed_hint slow_rank", slow_rank, 0)
+        check_float("speed_hint ratio", ratio, 1.0)
+        return self._set(speed_hint=(slow_rank, float(ratio)))
+
+    def partition_ratios(self, ratios: Sequence[float]) -> TrainerBuilder:
+        """Fixed per-rank data shares (one per rank) instead of throughput-proportional ones."""
+        if isinstance(ratios, (str, bytes)) or not isinstance(ratios, Sequence) or not ratios:
+            raise ConfigError(f"partition_ratios must be a list of numbers, got {ratios!r}")
+        for i, r in enumerate(ratios):
+            check_float(f"partition_ratios[{i}]", r, 0.0, low_open=True)
+        return self._set(partition_ratios=[float(r) for r in ratios])
+
+    def max_overshoot(self, n: int) -> TrainerBuilder:
+        """async: the most extra batches a ready rank runs while waiting (default automatic)."""
+        check_int("max_overshoot", n, 0)
+        return self._set(max_overshoot=n)
+
+    # ---- convergence --------------------------------------------------------------------------
+
+    def max_grad_norm(self, f: float) -> TrainerBuilder:
+        """Clip each rank's gradient norm to ``f`` before its optimizer step."""
+        check_float("max_grad_norm", f, 0.0, low_open=True)
+        return self._set(max_grad_norm=float(f))
+
+    def divergence_threshold(self, f: float) -> TrainerBuilder:
+        """Threshold of the default ``TrendGuard`` (default 0.05)."""
+        check_float("divergence_threshold", f, 0.0, low_open=True)
+        return self._set(divergence_threshold=float(f))
+
+    def guard(self, guard: Any) -> TrainerBuilder:
+        """A convergence guard object (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own
+        with ``report(report, k_used, k_max)``)."""
+        if not callable(getattr(guard, "report", None)):
+            raise ConfigError(f"guard must have a report() method, got {type(guard).__name__}")
+        return self._set(guard=guard)
+
+    def no_divergence_guard(self) -> TrainerBuilder:
+        """Use ``NoGuard``: the anchor may grow whatever the divergence."""
+        from ._guards import NoGuard
+
+        return self._set(guard=NoGuard())
+
+    def meta_controller(self, on: bool = True) -> TrainerBuilder:
+        """Turn on the LR-aware meta-controller (shrinks the anchor at LR cliffs)."""
+        return self._set(meta_controller=bool(on))
+
+    def easgd_alpha(self, alpha: float) -> TrainerBuilder:
+        """cpu-async only: ``W := (1 - alpha) W + alpha W_avg`` at each averaging, alpha in
+        (0, 1]."""
+        check_float("easgd_alpha", alpha, 0.0, 1.0, low_open=True)
+        return self._set(easgd_alpha=float(alpha))
+
+    def outer_optimizer(self, outer: Any) -> TrainerBuilder:
+        """An outer optimizer (``OuterAvg``, ``SlowMo``, ``DiLoCo``, ``TorchOuter``) applied to
+        the consensus between averaging and write-back."""
+        if not callable(getattr(outer, "step", None)):
+            raise ConfigError(
+                f"outer_optimizer must have a step() method, got {type(outer).__name__}"
+            )
+        return self._set(outer_optimizer=outer)
+
+    # ---- learning rate ------------------------------------------------------------------------
+
+    def scheduler(self, factory: Callable[..., Any]) -> TrainerBuilder:
+        """``factory(optimizer, total_steps)`` -> a flodl ``Scheduler`` or an object with
+        ``.step()``; driven by the global step (batches of all ranks together)."""
+        check_callable("scheduler", factory)
+        return self._set(scheduler=factory)
+
+    def lr_scale_ratio(self, f: float) -> TrainerBuilder:
+        """lr is multiplied by ``1 + f * (world_size - 1)`` (default 1.0; 0 turns it off)."""
+        check_float("lr_scale_ratio", f, 0.0)
+        return self._set(lr_scale_ratio=float(f))
+
+    # ---- seeing it ----------------------------------------------------------------------------
+
+    def eval_fn(self, fn: Callable[[nn.Module], Any]) -> TrainerBuilder:
+        """``fn(model) -> float | dict``, run on rank 0 after each epoch (eval mode, no grad)."""
+        check_callable("eval_fn", fn)
+        return self._set(eval_fn=fn)
+
+    def metrics_fn(self, fn: Callable[[Any], None]) -> TrainerBuilder:
+        """``fn(EpochMetrics)`` in the launching process after each epoch (errors are logged,
+        training continues)."""
+        check_callable("metrics_fn", fn)
+        return self._set(metrics_fn=fn)
+
+    def monitor(self, monitor: Any) -> TrainerBuilder:
+        """A :class:`flodl_monitor.Monitor`: an epoch line per epoch, and every rank published
+        into its record tree at ``root/<host>/rank<r>``. The run owns the tree (the monitor's
+        own ``record_path`` is switched off)."""
+        if not callable(getattr(monitor, "log", None)) or not hasattr(monitor, "records"):
+            raise ConfigError(f"monitor must be a flodl_monitor.Monitor, got {type(monitor)}")
+        return self._set(monitor=monitor)
+
+    def timeline(self, on: bool = True) -> TrainerBuilder:
+        """Record per-rank compute / sync / idle spans; read them with ``handle.timeline()``."""
+        return self._set(timeline=bool(on))
+
+    # ---- checkpoints --------------------------------------------------------------------------
+
+    def checkpoint_every(self, n_epochs: int, path: str) -> TrainerBuilder:
+        """Rank 0 writes a checkpoint to folder ``path`` every ``n_epochs`` epochs."""
+        check_int("checkpoint_every", n_epochs, 1)
+        if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
+            raise ConfigError(f"checkpoint path must be a path, got {path!r}")
+        return self._set(checkpoint_every=n_epochs, checkpoint_path=str(path))
+
+    def resume(self, path: str) -> TrainerBuilder:
+        """Continue from the checkpoint folder ``path`` (same number of ranks)."""
+        if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
+            raise ConfigError(f"resume path must be a path, got {path!r}")
+        return self._set(resume=str(path))
+
+    # ---- testing ------------------------------------------------------------------------------
+
+    def slowdown(self, factors: Mapping[int, float]) -> TrainerBuilder:
+        """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times as long per
+        batch (it sleeps), to study heterogeneity on uniform hardware."""
+        return self._set(slowdown=check_slowdown(factors))
+
+    def timeout(self, seconds: float) -> TrainerBuilder:
+        """How long a collective or the rendezvous may wait before the run fails (default 300)."""
+        check_float("timeout_s", seconds, 0.0, low_open=True)
+        return self._set(timeout_s=float(seconds))
+
+    # ---- whole configs ------------------------------------------------------------------------
+
+    def config(self, cfg: TrainerConfig) -> TrainerBuilder:
+        """Take every option from a :class:`TrainerConfig` (replacing what was set before)."""
+        if not isinstance(cfg, TrainerConfig):
+            raise ConfigError(f"config must be a TrainerConfig, got {type(cfg).__name__}")
+        return self._set(**{f.name: getattr(cfg, f.name) for f in fields(cfg)})
+
+    def build_config(self) -> TrainerConfig:
+        """The options set so far, as a :class:`TrainerConfig`."""
+        return replace(self._cfg)
+
+    def run(self) -> DdpHandle:
+        """Validate everything, start the ranks, return the :class:`DdpHandle` (non-blocking).
+
+        Raises :class:`~flodl_core.ConfigError` before any process starts for a bad option, a
+        dataset smaller than the world, or a factory the rank processes could not receive.
+        """
+        cfg = self._cfg
+        mode = check_config(cfg)
+        devices = normalise_devices(cfg.devices)
+        world = len(devices)
+        check_world(cfg, world)
+        _check_devices(devices, mode)
+        _check_dataset(cfg, world)
+        env_rank = os.environ.get("RANK", "0") if torchrun_env() is not None else "0"
+        if env_rank == "0" and logging.getLogger("flodl").isEnabledFor(logging.INFO):
+            print(summary_line(devices, mode), flush=True)
+        payload = RankPayload(
+            cfg=replace(cfg, monitor=None, metrics_fn=None),
+            mode=mode,
+            model_factory=self._model_factory,
+            optim_factory=self._optim_factory,
+            train_step=self._train_step,
+            devices=devices,
+        )
+        return launch(payload, cfg.metrics_fn, cfg.monitor)
+
+
+def _enum(kind: Any, name: str, value: Any) -> Any:
+    try:
+        return kind(str(value).strip().lower())
+    except ValueError:
+        valid = ", ".join(m.value for m in kind)
+        raise ConfigError(f"unknown {name} {value!r}; expected one of {valid}") from None
+
+
+def _check_devices(devices: list[str], mode: Mode) -> None:
+    kinds = {d.split(":")[0] for d in devices}
+    if len(kinds) > 1 and (mode.backend is Backend.NCCL or mode.policy is Policy.SYNC):
+        raise ConfigError(
+            f"devices {devices} mix {' and '.join(sorted(kinds))} ranks, which mode "
+            f"{mode.name!r} cannot average (its collectives run on the devices' own tensors); "
+            "use 'cpu-cadence' or 'cpu-async' to mix device kinds"
+        )
+
+
+def _check_dataset(cfg: TrainerConfig, world: int) -> None:
+    from flodl_core.data import as_batch_dataset
+
+    n = len(as_batch_dataset(cfg.dataset))
+    if n < world:
+        raise ConfigError(
+            f"the dataset has {n} samples, fewer than the {world} ranks; every rank needs data: "
+            "use a larger dataset or fewer devices"
+        )
+    bs = int(cfg.batch_size)  # type: ignore[arg-type]
+    if n // world < bs:
+        raise ConfigError(
+            f"{n} samples split over {world} ranks give {n // world} per rank, less than "
+            f"batch_size {bs}: no rank would get a batch; lower batch_size or use fewer devices"
+        )
+
+
+class Trainer:
+    """The distributed trainer's two entry points (the third tier, bypass, is plain functions:
+    :func:`sync_params`, :func:`all_reduce_gradients`, ...)."""
+
+    @staticmethod
+    def builder(
+        model_factory: Callable[..., nn.Module],
+        optim_factory: Callable[..., Any],
+        train_step: Callable[..., Any],
+    ) -> TrainerBuilder:
+        """A managed run: the framework owns the loop.
+
+        Args:
+            model_factory: ``model_factory()`` or ``model_factory(device)`` -> ``nn.Module``;
+                called on every rank with the same seed (and checked to build the same
+                architecture everywhere). Must be importable (top-level) to reach spawned ranks.
+            optim_factory: ``optim_factory(params) -> torch.optim.Optimizer``.
+            train_step: ``train_step(model, batch) -> loss`` (a scalar tensor); the framework
+                does backward, clipping, the optimizer step and the averaging. ``batch`` is a
+                :class:`flodl_core.Batch` (``batch[0]``, ``batch["name"]``). In sync mode
+                ``model`` is the ``DistributedDataParallel`` wrapper: call it, not the factory's
+                model.
+        """
+        return TrainerBuilder(model_factory, optim_factory, train_step)
+
+    @staticmethod
+    def setup(model: nn.Module, optim_factory: Callable[..., Any], config: DdpConfig) -> Any:
+        """A cooperative run: you own the loop inside each rank (see :class:`DdpSession`)."""
+        from ._session import DdpSession
+
+        return DdpSession(model, optim_factory, config)

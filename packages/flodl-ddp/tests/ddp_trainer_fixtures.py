@@ -1,0 +1,253 @@
+"""Top-level factories and steps for the multi-process trainer tests.
+
+Spawned ranks import this module by name (the tests put its folder on ``sys.path``), which is why
+everything a rank calls lives here and not inside a test function.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from flodl_ddp import record_scalar
+
+IN, HIDDEN = 4, 16
+
+
+def make_data(n: int = 512, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded regression task: ``y = x @ w + 0.05 noise``, x ``(n, 4)``, y ``(n, 1)``."""
+    w = torch.randn(IN, 1, generator=torch.Generator().manual_seed(1234))  # one task for all seeds
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, IN, generator=g)
+    y = x @ w + 0.05 * torch.randn(n, 1, generator=g)
+    return x, y
+
+
+def make_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(IN, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
+
+
+def make_bn_model() -> nn.Module:
+    """With BatchNorm: float and integer buffers to average."""
+    return nn.Sequential(
+        nn.Linear(IN, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1)
+    )
+
+
+def make_sgd(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=0.05)
+
+
+def make_slow_sgd(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=0.005)
+
+
+def make_adam(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=0.01)
+
+
+def mse_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    loss = nn.functional.mse_loss(model(batch[0]), batch[1])
+    record_scalar("half_loss", float(loss.detach()) / 2)
+    return loss
+
+
+def sleepy_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """A batch that takes ~4 ms of wall time without using a core: timings that other processes
+    on a busy machine cannot distort (the slowdown hook then doubles it on the slowed rank)."""
+    time.sleep(0.004)
+    return mse_step(model, batch)
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+_calls = {"n": 0}
+
+
+def failing_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Rank 1 raises at its 7th batch."""
+    _calls["n"] += 1
+    if _rank() == 1 and _calls["n"] == 7:
+        raise ValueError("boom at batch 7 on rank 1")
+    return nn.functional.mse_loss(model(batch[0]), batch[1])
+
+
+def shape_error_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Feeds the model a wrongly shaped input."""
+    return model(batch[0][:, :2]).sum()
+
+
+def mismatched_model() -> nn.Module:
+    """Rank 1 builds a wider hidden layer than rank 0."""
+    hidden = HIDDEN + _rank()
+    return nn.Sequential(nn.Linear(IN, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+
+def mean_eval(model: nn.Module) -> float:
+    x, y = make_data(128, seed=99)
+    with torch.no_grad():
+        return float(nn.functional.mse_loss(model(x), y))
+
+
+# ---- the heavier model of the cadence test: a batch takes a few ms, so timings mean something ---
+
+
+def make_heavy_model() -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(IN, 384), nn.Tanh(), nn.Linear(384, 384), nn.Tanh(), nn.Linear(384, 1)
+    )
+
+
+# ---- rank bodies started directly (not through Trainer) ----------------------------------------
+
+
+def _join_group(rank: int, world: int, port: int) -> None:
+    import os
+    from datetime import timedelta
+
+    torch.set_num_threads(1)
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1"
+    )
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+
+
+def _write(out_dir: str, rank: int, results: dict) -> None:
+    import json
+    import os
+
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(results, f)
+    os.replace(path + ".tmp", path)
+
+
+def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
+    """Averager and the sync comm hook on hand-made numbers: rank r holds the value r + 1 in
+    every parameter, ran ``r + 1`` batches, and has buffers ``running_mean = r``,
+    ``num_batches_tracked = 3 r``."""
+    import traceback
+
+    from flodl_ddp import DiLoCo
+    from flodl_ddp._average import Averager
+    from flodl_ddp._modes import Backend
+    from flodl_ddp._policy import wrap_sync
+
+    results: dict = {}
+    try:
+        _join_group(rank, world, port)
+        counts = [r + 1 for r in range(world)]
+        weight = counts[rank] / sum(counts)
+
+        def model_with(value: float) -> nn.Module:
+            m = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+            with torch.no_grad():
+                for p in m.parameters():
+                    p.fill_(value)
+                m[1].running_mean.fill_(float(rank))
+                m[1].num_batches_tracked.fill_(3 * rank)
+            return m
+
+        for name, backend, kw in [
+            ("nccl", Backend.NCCL, {}),
+            ("cpu", Backend.CPU, {}),
+            ("cpu_bf16", Backend.CPU, {"bf16_wire": True}),
+            ("easgd", Backend.CPU, {"easgd_alpha": 0.5}),
+        ]:
+            m = model_with(rank + 1.0)
+            div = Averager(m, backend, world, **kw).average(weight)
+            results[name] = {
+                "weight": m[0].weight.flatten().tolist(),
+                "running_mean": m[1].running_mean.tolist(),
+                "tracked": int(m[1].num_batches_tracked),
+                "divergence": div,
+            }
+        # DiLoCo: every rank starts the window from 0 (the global weights), then drifts to r + 1.
+        m = model_with(0.0)
+        avg = Averager(m, Backend.CPU, world, outer=DiLoCo(lr=0.7, momentum=0.9))
+        with torch.no_grad():
+            for p in m.parameters():
+                p.fill_(rank + 1.0)
+        avg.average(weight)
+        results["diloco"] = {"weight": m[0].weight.flatten().tolist()}
+        # The sync hook: d loss / d w = r + 1 on every element, weighted by counts.
+        lin = nn.Linear(3, 1, bias=False)
+        ddp, _ = wrap_sync(lin, torch.device("cpu"), Backend.NCCL, False, weight)
+        (ddp(torch.ones(1, 3)) * (rank + 1.0)).sum().backward()
+        results["hook_grad"] = lin.weight.grad.flatten().tolist()
+    except Exception:
+        results["error"] = traceback.format_exc()
+    _write(out_dir, rank, results)
+
+
+def _eval_mse(state, x: torch.Tensor, y: torch.Tensor) -> float:
+    m = make_model()
+    state.load_into(m)
+    with torch.no_grad():
+        return float(nn.functional.mse_loss(m(x), y))
+
+
+def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int, ckpt: str) -> None:
+    """Runs as one rank with torchrun's environment set: every mode in turn, the resume test,
+    then mismatched replicas; each result is written before the next run starts."""
+    import time
+    import traceback
+
+    from flodl_ddp import MODES, DdpError, Trainer
+
+    results: dict = {}
+    try:
+        _join_group(rank, world, port)
+        x, y = make_data(512, seed=0)
+        xt, yt = make_data(256, seed=1)
+
+        def builder(mode: str, n_epochs: int):
+            return (
+                Trainer.builder(make_model, make_adam, mse_step)
+                .dataset((x, y))
+                .batch_size(16)
+                .num_epochs(n_epochs)
+                .mode(mode)
+                .anchor(4)
+            )
+
+        for mode in MODES:
+            t = time.perf_counter()
+            h = builder(mode, epochs).run()
+            state = h.join(timeout=120)
+            results[mode] = {
+                "eval": _eval_mse(state, xt, yt),
+                "losses": [m.avg_loss for m in h.history],
+                "seconds": time.perf_counter() - t,
+            }
+            _write(out_dir, rank, results)
+
+        # Resume: 4 epochs straight vs 2 epochs + checkpoint, then resumed to 4.
+        straight = builder("cpu-sync", 4).run().join(timeout=120)
+        builder("cpu-sync", 2).checkpoint_every(2, ckpt).run().join(timeout=120)
+        resumed_handle = builder("cpu-sync", 4).resume(ckpt).run()
+        resumed = resumed_handle.join(timeout=120)
+        results["resume"] = {
+            "identical": all(
+                torch.equal(straight.params[k], resumed.params[k]) for k in straight.params
+            ),
+            "epochs_run": [m.epoch for m in resumed_handle.history],
+        }
+        _write(out_dir, rank, results)
+
+        try:
+            Trainer.builder(mismatched_model, make_adam, mse_step).dataset((x, y)).batch_size(
+                16
+            ).num_epochs(1).mode("cpu-cadence").run().join(timeout=60)
+            results["mismatch"] = "no error"
+        except DdpError as e:
+            results["mismatch"] = str(e)
+    except Exception:
+        results["error"] = traceback.format_exc()
+    _write(out_dir, rank, results)

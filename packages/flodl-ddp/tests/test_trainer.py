@@ -1,0 +1,295 @@
+"""The runtime without spawning: validation before any process starts, a world of one (same
+API, metrics and result, in the calling process), checkpoints, the cooperative session and the
+policy helpers. The multi-process behaviour is in ``test_trainer_multiprocess.py``."""
+
+from __future__ import annotations
+
+import io
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from flodl_core import CheckpointError, ConfigError
+from flodl_ddp import (
+    MODES,
+    DdpConfig,
+    DdpError,
+    EpochMetrics,
+    NoGuard,
+    TrainedState,
+    Trainer,
+    TrainerConfig,
+    record_scalar,
+)
+from flodl_ddp._policy import Overshoot, auto_overshoot, cap_batches
+
+sys.path.insert(0, str(Path(__file__).parent))
+import ddp_trainer_fixtures as fx
+
+
+def _builder(n: int = 256, epochs: int = 2) -> Any:
+    x, y = fx.make_data(n)
+    return (
+        Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step)
+        .dataset((x, y))
+        .batch_size(16)
+        .num_epochs(epochs)
+        .devices(["cpu"])
+    )
+
+
+# ---- bad input, refused before anything starts -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda b: b.batch_size(0), "batch_size must be an int >= 1, got 0"),
+        (lambda b: b.num_epochs(-1), "num_epochs"),
+        (lambda b: b.mode("gpu-turbo"), "unknown mode 'gpu-turbo'"),
+        (lambda b: b.policy("eventually"), "unknown policy 'eventually'"),
+        (lambda b: b.overhead_target(0.9), "overhead_target"),
+        (lambda b: b.easgd_alpha(0.0), "easgd_alpha"),
+        (lambda b: b.slowdown({0: 0.5}), "slowdown[0]"),
+        (lambda b: b.partition_ratios([]), "partition_ratios"),
+        (lambda b: b.guard(object()), "guard must have a report() method"),
+        (lambda b: b.devices([]), "devices is empty"),
+    ],
+)
+def test_builder_refuses_bad_values(call: Any, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        call(_builder())
+    assert needle in str(info.value)
+
+
+def test_unknown_mode_lists_all_six() -> None:
+    with pytest.raises(ConfigError) as info:
+        _builder().mode("cpu-turbo")
+    for name in MODES:
+        assert name in str(info.value)
+
+
+def test_dataset_smaller_than_world_size() -> None:
+    x, y = fx.make_data(3)
+    b = Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step).dataset((x, y)).batch_size(1)
+    with pytest.raises(ConfigError, match="3 samples, fewer than the 4 ranks"):
+        b.num_epochs(1).devices(["cpu"] * 4).run()
+
+
+def test_no_batch_per_rank() -> None:
+    with pytest.raises(ConfigError, match="less than batch_size 16"):
+        _builder(n=30).devices(["cpu", "cpu"]).run()
+
+
+def test_non_picklable_factory_is_refused_before_spawning() -> None:
+    x, y = fx.make_data(64)
+    b = Trainer.builder(lambda: nn.Linear(4, 1), fx.make_adam, fx.mse_step)
+    b = b.dataset((x, y)).batch_size(8).num_epochs(1).devices(["cpu", "cpu"])
+    with pytest.raises(ConfigError) as info:
+        b.run()
+    msg = str(info.value)
+    assert "model_factory" in msg and "top level of an importable module" in msg
+
+
+def test_missing_required_fields() -> None:
+    b = Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step).batch_size(4).num_epochs(1)
+    with pytest.raises(ConfigError, match="dataset is required"):
+        b.run()
+
+
+def test_checks_that_need_the_world_size() -> None:
+    with pytest.raises(ConfigError, match="slowdown names rank 3"):
+        _builder().slowdown({3: 2.0}).run()
+    with pytest.raises(ConfigError, match="easgd_alpha applies to mode 'cpu-async' only"):
+        _builder().mode("cpu-cadence").easgd_alpha(0.5).run()
+    with pytest.raises(ConfigError, match="partition_ratios has 2 entries for 1 ranks"):
+        _builder().partition_ratios([1.0, 2.0]).run()
+
+
+def test_config_object_form_round_trips() -> None:
+    cfg = TrainerConfig(batch_size=8, num_epochs=3, mode="cpu-async", anchor=7)
+    b = Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step).config(cfg)
+    got = b.build_config()
+    assert (got.batch_size, got.num_epochs, got.mode, got.anchor) == (8, 3, "cpu-async", 7)
+    assert TrainerConfig().max_anchor == 1000 and TrainerConfig().divergence_threshold == 0.05
+    assert DdpConfig(batch_size=4).to_trainer_config().batch_size == 4
+    with pytest.raises(ConfigError, match="config must be a TrainerConfig"):
+        b.config({"batch_size": 3})  # type: ignore[arg-type]
+
+
+# ---- a world of one --------------------------------------------------------------------------
+
+
+def test_world_of_one_runs_in_process_with_the_same_api(tmp_path: Path) -> None:
+    from flodl_monitor import Monitor
+
+    seen: list[EpochMetrics] = []
+    monitor = Monitor(3, stream=io.StringIO(), resources=False)
+    handle = (
+        _builder(epochs=3)
+        .mode("cpu-async")
+        .eval_fn(fx.mean_eval)
+        .metrics_fn(seen.append)
+        .monitor(monitor)
+        .timeline(True)
+        .run()
+    )
+    streamed = []
+    while (m := handle.next_metrics(timeout=60)) is not None:
+        streamed.append(m)
+    state = handle.join(timeout=60)
+    assert [m.epoch for m in streamed] == [0, 1, 2] == [m.epoch for m in seen]
+    first, last = streamed[0], streamed[-1]
+    assert last.avg_loss < first.avg_loss
+    assert last.scalars["half_loss"] == pytest.approx(last.avg_loss / 2, rel=1e-6)
+    assert last.per_rank[0].batches == 16 and last.per_rank_batch_share == [1.0]
+    assert isinstance(last.eval, float) and math.isfinite(last.lr)
+    model = fx.make_model()
+    state.load_into(model)
+    assert fx.mean_eval(model) == pytest.approx(last.eval, rel=1e-6)
+    assert handle.world_size == 1 and handle.devices == ["cpu"]
+    tl = handle.timeline()
+    assert tl is not None and tl.ranks == [0]
+    assert any(p.endswith("/rank0") for p in monitor.records.paths())
+    assert len(monitor.history) == 3
+
+
+def test_failure_in_a_world_of_one_names_the_rank() -> None:
+    x, y = fx.make_data(256)
+
+    h = (
+        Trainer.builder(fx.make_model, fx.make_adam, fx.shape_error_step)
+        .dataset((x, y))
+        .batch_size(16)
+        .num_epochs(1)
+        .devices(["cpu"])
+        .run()
+    )
+    with pytest.raises(DdpError) as info:
+        h.join(timeout=60)
+    assert info.value.rank == 0 and info.value.host
+    assert "shape_error_step" in (info.value.remote_traceback or "")
+    assert h.next_metrics() is None
+
+
+def test_metrics_fn_errors_do_not_stop_training(caplog: pytest.LogCaptureFixture) -> None:
+    def bad(m: EpochMetrics) -> None:
+        raise RuntimeError("callback broke")
+
+    state = _builder().metrics_fn(bad).run().join(timeout=60)
+    assert state.params
+    assert "metrics_fn raised" in caplog.text
+
+
+def test_record_scalar_outside_a_run_is_a_no_op() -> None:
+    record_scalar("x", 1.0)
+    with pytest.raises(ConfigError):
+        record_scalar("", 1.0)
+
+
+def test_trained_state_refuses_another_architecture() -> None:
+    state = TrainedState({"w": torch.zeros(2)}, {})
+    with pytest.raises(DdpError, match="does not match"):
+        state.load_into(nn.Linear(2, 2))
+
+
+# ---- checkpoints (world of one; the cpu-sync bit-identity over 2 ranks is multiprocess) ------
+
+
+@pytest.mark.parametrize("mode", ["cpu-cadence", "cpu-async"])
+def test_resume_continues_exactly(tmp_path: Path, mode: str) -> None:
+    straight = _builder(epochs=4).mode(mode).no_divergence_guard().run().join(timeout=60)
+    _builder(epochs=2).mode(mode).checkpoint_every(2, str(tmp_path)).run().join(timeout=60)
+    assert (tmp_path / "latest.json").is_file()
+    h = _builder(epochs=4).mode(mode).resume(str(tmp_path)).run()
+    resumed = h.join(timeout=60)
+    assert [m.epoch for m in h.history] == [2, 3]
+    for k in straight.params:
+        assert torch.equal(straight.params[k], resumed.params[k]), k
+
+
+def test_resume_errors_are_clear(tmp_path: Path) -> None:
+    h = _builder().resume(str(tmp_path)).run()
+    with pytest.raises(DdpError, match=r"holds no latest\.json"):
+        h.join(timeout=60)
+    _builder(epochs=1).checkpoint_every(1, str(tmp_path)).run().join(timeout=60)
+    h = _builder().devices(["cpu", "cpu"]).resume(str(tmp_path))
+    assert h.build_config().resume == str(tmp_path)
+
+
+def test_checkpoint_keeps_only_the_latest_pair(tmp_path: Path) -> None:
+    _builder(epochs=3).checkpoint_every(1, str(tmp_path)).run().join(timeout=60)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["latest.json", "model-e00002.fdl", "trainer-e00002.state"]
+    from flodl_ddp._resume import read_latest
+
+    with pytest.raises(CheckpointError):
+        read_latest(tmp_path / "model-e00002.fdl")
+
+
+# ---- the cooperative tier ---------------------------------------------------------------------
+
+
+def test_cooperative_session_in_a_world_of_one() -> None:
+    x, y = fx.make_data(256)
+    model = fx.make_model()
+    session = Trainer.setup(
+        model, fx.make_adam, DdpConfig(dataset=(x, y), batch_size=16, mode="cpu-cadence")
+    )
+    assert session.world_size == 1 and session.rank == 0
+    for epoch in range(2):
+        for batch in session.epoch(epoch):
+            loss = nn.functional.mse_loss(session.model(batch[0]), batch[1])
+            session.step(loss)
+    assert [m.epoch for m in session.metrics] == [0, 1]
+    assert session.metrics[1].avg_loss < session.metrics[0].avg_loss
+    assert session.state().params.keys() == dict(model.named_parameters()).keys()
+    session.close()
+    with pytest.raises(DdpError, match="closed"):
+        session.epoch(2)
+
+
+def test_session_needs_a_step_per_batch() -> None:
+    x, y = fx.make_data(256)
+    session = Trainer.setup(fx.make_model(), fx.make_adam, DdpConfig(dataset=(x, y), batch_size=16))
+    it = session.epoch(0)
+    next(it)
+    with pytest.raises(DdpError, match="without step"):
+        next(it)
+    with pytest.raises(DdpError, match="called twice"):
+        session.step(torch.zeros((), requires_grad=True))
+
+
+# ---- policy helpers -------------------------------------------------------------------------
+
+
+def test_cap_batches_scales_proportionally() -> None:
+    assert cap_batches([20, 10], None) == [20, 10]
+    assert cap_batches([20, 10], 40) == [20, 10]
+    assert cap_batches([20, 10], 15) == [10, 5]
+    assert sum(cap_batches([7, 5, 3], 10)) == 10
+
+
+def test_overshoot_grows_and_resets() -> None:
+    assert auto_overshoot(50) == 2 and auto_overshoot(350) == 3 and auto_overshoot(10_000) == 5
+    o = Overshoot(None, 350)
+    o.after_round(True, anchor=10)
+    o.after_round(True, anchor=10)
+    assert o.current == 5
+    o.after_round(False, anchor=10)
+    assert o.current == 3
+    for _ in range(20):
+        o.after_round(True, anchor=10)
+    assert o.current == 10  # never more than a window
+    fixed = Overshoot(4, 350)
+    fixed.after_round(False, anchor=10)
+    assert fixed.current == 4
+
+
+def test_no_guard_object_is_accepted() -> None:
+    assert _builder().guard(NoGuard()).build_config().guard is not None

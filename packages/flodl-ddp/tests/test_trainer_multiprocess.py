@@ -1,0 +1,316 @@
+"""The distributed runtime over real gloo process groups (2 and 3 CPU ranks, one thread each).
+
+Spawned runs are expensive (each rank imports torch), so each run serves several assertions:
+
+- ``cadence_run``: ``Trainer...run()`` spawning 2 ranks, rank 1 slowed 2x: counts, metrics,
+  monitor tree, timeline, summary line;
+- ``torchrun_results``: 2 processes with torchrun's environment, each joining as one rank and
+  training every mode in turn, then the resume test and mismatched replicas;
+- ``averaging_results``: 3 ranks averaging hand-made numbers (weights, buffers, bf16 wire,
+  EASGD, DiLoCo, the sync comm hook);
+- the failure test (rank 1 raises at batch 7).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import multiprocessing
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from flodl_ddp import MODES, DdpError, EpochMetrics, Trainer
+
+pytestmark = pytest.mark.multiprocess
+
+HERE = Path(__file__).parent
+TIMEOUT_S = 120.0
+EPOCHS = 6
+# Every mode's held-out MSE must be within 25 % of the solo run's (solo reaches ~0.0144 after 6
+# epochs, the noise floor is 0.0025, an untrained model is at ~1.0; the six modes landed between
+# 0.0148 and 0.0162 when this was written). Averaging replicas that each saw half the data is not
+# the trajectory of one replica seeing it all, hence a relative bound rather than equality.
+MODE_TOLERANCE = 0.25
+
+
+def _fixtures() -> Any:
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))  # spawned children inherit sys.path and import by name
+    return importlib.import_module("ddp_trainer_fixtures")
+
+
+def _spawn(fn: Any, world: int, args: tuple[Any, ...], out: Path) -> list[dict[str, Any]]:
+    """Run ``fn(rank, port, world, out, *args)`` on ``world`` spawned ranks; each rank's JSON.
+
+    The parent hosts the store on a free port; a SIGABRT at process-group teardown is tolerated
+    when every rank wrote its results first.
+    """
+    store = dist.TCPStore(
+        "127.0.0.1", 0, None, True, timeout=timedelta(seconds=60), wait_for_workers=False
+    )
+    ctx = mp.start_processes(
+        fn, args=(store.port, world, str(out), *args), nprocs=world, join=False,
+        start_method="spawn",
+    )  # fmt: skip
+    files = [out / f"rank{r}.json" for r in range(world)]
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not ctx.join(timeout=max(0.0, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
+                pytest.fail(f"ranks still running after {TIMEOUT_S:.0f} s")
+    except mp.ProcessExitedException as e:
+        if not (e.signal_name == signal.Signals.SIGABRT.name and all(f.exists() for f in files)):
+            raise
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    results = [json.loads(f.read_text()) for f in files]
+    for r, res in enumerate(results):
+        assert "error" not in res, f"rank {r} failed:\n{res['error']}"
+    return results
+
+
+# ---- the managed tier, spawned -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cadence_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from flodl_monitor import Monitor
+
+    fx = _fixtures()
+    x, y = fx.make_data(2048, seed=3)
+    seen: list[EpochMetrics] = []
+    monitor = Monitor(4, stream=io.StringIO(), resources=False)
+    t = time.perf_counter()
+    handle = (
+        Trainer.builder(fx.make_model, fx.make_sgd, fx.sleepy_step)
+        .dataset((x, y))
+        .batch_size(32)
+        .num_epochs(4)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+        .anchor(4)
+        .max_anchor(12)
+        .slowdown({1: 2.0})
+        .timeline(True)
+        .eval_fn(fx.mean_eval)
+        .metrics_fn(seen.append)
+        .monitor(monitor)
+        .run()
+    )
+    streamed = []
+    while (m := handle.next_metrics(timeout=TIMEOUT_S)) is not None:
+        streamed.append(m)
+    state = handle.join(timeout=TIMEOUT_S)
+    return {
+        "handle": handle,
+        "state": state,
+        "streamed": streamed,
+        "seen": seen,
+        "monitor": monitor,
+        "seconds": time.perf_counter() - t,
+    }
+
+
+def test_counts_settle_to_the_speed_ratio(cadence_run: dict[str, Any]) -> None:
+    streamed = cadence_run["streamed"]
+    last = streamed[-1]
+    assert last.counts is not None
+    fast, slow = last.counts
+    # the measured speeds of the last two epochs (compute time per batch, slowdown included)
+    ms = [
+        sum(m.per_rank[r].compute_ms for m in streamed[-2:])
+        / sum(m.per_rank[r].batches for m in streamed[-2:])
+        for r in (0, 1)
+    ]
+    speed_ratio = ms[1] / ms[0]
+    assert 1.6 <= speed_ratio <= 2.6, ms  # rank 1 sleeps as long as each batch took: ~2x slower
+    # ElChe gives the fast rank proportionally more batches: within 10 % of the speed ratio
+    assert fast / slow == pytest.approx(speed_ratio, rel=0.10), (last.counts, ms)
+    assert last.per_rank_batch_share[0] > last.per_rank_batch_share[1]
+
+
+def test_metrics_stream_and_callbacks(cadence_run: dict[str, Any]) -> None:
+    streamed, seen = cadence_run["streamed"], cadence_run["seen"]
+    assert [m.epoch for m in streamed] == [0, 1, 2, 3]
+    assert [m.epoch for m in seen] == [0, 1, 2, 3]
+    for m in streamed:
+        assert len(m.per_rank) == 2 and m.syncs >= 1 and m.epoch_ms > 0
+        assert abs(sum(m.per_rank_batch_share) - 1.0) < 1e-9
+        assert m.scalars["half_loss"] == pytest.approx(m.avg_loss / 2, rel=1e-6)
+        assert isinstance(m.eval, float)
+        assert m.anchor is not None and 4 <= m.anchor <= 12
+    assert streamed[-1].avg_loss < streamed[0].avg_loss
+    handle = cadence_run["handle"]
+    assert handle.world_size == 2 and handle.devices == ["cpu", "cpu"]
+    assert handle.poll_metrics() == [] and handle.next_metrics() is None
+
+
+def test_trained_state_is_the_model(cadence_run: dict[str, Any]) -> None:
+    fx = _fixtures()
+    model = fx.make_model()
+    cadence_run["state"].load_into(model)
+    assert fx.mean_eval(model) == pytest.approx(cadence_run["streamed"][-1].eval, rel=1e-5)
+
+
+def test_monitor_gets_every_rank(cadence_run: dict[str, Any]) -> None:
+    monitor = cadence_run["monitor"]
+    leaves = [p for p in monitor.records.paths() if p.rsplit("/", 1)[-1].startswith("rank")]
+    assert sorted(p.rsplit("/", 1)[-1] for p in leaves) == ["rank0", "rank1"]
+    assert len(monitor.history) == 4
+    root = monitor.records.node("root")
+    assert root["kind"] == "interior" and root["leaves"] == 2
+    assert monitor.records.history(leaves[0])[-1]["metrics"]["batches"] > 0
+
+
+def test_timeline_has_both_ranks(cadence_run: dict[str, Any], tmp_path: Path) -> None:
+    tl = cadence_run["handle"].timeline()
+    assert tl is not None
+    assert tl.ranks == [0, 1]
+    kinds = {s.kind for s in tl.spans}
+    assert {"compute", "sync", "idle"} <= kinds
+    events = {e.kind for e in tl.events}
+    assert {"epoch_start", "epoch_end", "sync"} <= events
+    # the slowed rank computes, the fast one waits: rank 0 idles more than rank 1
+    idle = {
+        r: sum(s.duration_s for s in tl.spans if s.rank == r and s.kind == "idle") for r in (0, 1)
+    }
+    assert idle[0] > idle[1]
+    assert tl.save_html(tmp_path / "tl.html").stat().st_size > 0
+
+
+def test_summary_line_printed(
+    cadence_run: dict[str, Any], capfd: pytest.CaptureFixture[str]
+) -> None:
+    fx = _fixtures()
+    x, y = fx.make_data(64)
+    # a cheap world-size-1 run prints the same line from the launching process
+    Trainer.builder(fx.make_model, fx.make_sgd, fx.mse_step).dataset((x, y)).batch_size(
+        16
+    ).num_epochs(1).devices(["cpu"]).run().join(timeout=60)
+    assert "ddp: 1 rank (homogeneous) | cpu | nccl-cadence" in capfd.readouterr().out
+
+
+# ---- rank failure ------------------------------------------------------------------------------
+
+
+def test_failing_rank_is_reported_and_torn_down() -> None:
+    fx = _fixtures()
+    x, y = fx.make_data(1024)
+    t = time.perf_counter()
+    handle = (
+        Trainer.builder(fx.make_model, fx.make_sgd, fx.failing_step)
+        .dataset((x, y))
+        .batch_size(16)
+        .num_epochs(3)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+        .run()
+    )
+    with pytest.raises(DdpError) as info:
+        handle.join(timeout=30)
+    err = info.value
+    assert time.perf_counter() - t < 30
+    assert err.rank == 1 and err.host
+    assert "boom at batch 7 on rank 1" in str(err)
+    assert err.remote_traceback is not None and "failing_step" in err.remote_traceback
+    assert handle.next_metrics() is None
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("flodl-ddp")]
+
+
+# ---- every mode, resume, mismatch: torchrun-style ranks ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def solo_eval() -> float:
+    fx = _fixtures()
+    x, y = fx.make_data(512, seed=0)
+    xt, yt = fx.make_data(256, seed=1)
+    state = (
+        Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step)
+        .dataset((x, y))
+        .batch_size(16)
+        .num_epochs(EPOCHS)
+        .devices(["cpu"])
+        .run()
+        .join(timeout=TIMEOUT_S)
+    )
+    return fx._eval_mse(state, xt, yt)
+
+
+@pytest.fixture(scope="module")
+def torchrun_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    fx = _fixtures()
+    out = tmp_path_factory.mktemp("torchrun")
+    return _spawn(fx.torchrun_worker, 2, (EPOCHS, str(out / "ckpt")), out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_converges_like_solo(
+    mode: str, torchrun_results: list[dict[str, Any]], solo_eval: float
+) -> None:
+    r0, r1 = torchrun_results
+    res = r0[mode]
+    assert res["eval"] == pytest.approx(r1[mode]["eval"], rel=1e-6)  # one model, both ranks
+    assert res["losses"][-1] < res["losses"][0]
+    assert res["eval"] <= solo_eval * (1 + MODE_TOLERANCE), (mode, res["eval"], solo_eval)
+
+
+def test_resume_continues_bit_identically(torchrun_results: list[dict[str, Any]]) -> None:
+    for res in torchrun_results:
+        assert res["resume"]["epochs_run"] == [2, 3]
+        assert res["resume"]["identical"] is True
+
+
+def test_mismatched_replicas_are_refused(torchrun_results: list[dict[str, Any]]) -> None:
+    for res in torchrun_results:
+        assert "model replicas differ between ranks" in res["mismatch"]
+        assert "rank 0 has 4 parameters" in res["mismatch"]
+
+
+# ---- hand-computed averaging on 3 ranks ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def averaging_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    fx = _fixtures()
+    out = tmp_path_factory.mktemp("avg")
+    return _spawn(fx.averaging_worker, 3, (), out)
+
+
+def test_weighted_average_matches_hand_computed(averaging_results: list[dict[str, Any]]) -> None:
+    # rank r holds r + 1 and ran r + 1 batches: (1*1 + 2*2 + 3*3) / 6 = 14/6
+    avg = 14 / 6
+    for r, res in enumerate(averaging_results):
+        for name in ("nccl", "cpu"):
+            got = res[name]
+            assert got["weight"] == pytest.approx([avg] * 6, abs=1e-6)
+            assert got["running_mean"] == pytest.approx([1.0, 1.0])  # (0 + 1 + 2) / 3
+            assert got["tracked"] == 3  # (0 + 3 + 6) / 3
+            assert got["divergence"] == pytest.approx(abs(r + 1 - avg) / avg, rel=1e-5)
+        assert res["cpu_bf16"]["weight"] == pytest.approx([avg] * 6, rel=1e-2)
+        easgd = 0.5 * (r + 1) + 0.5 * avg
+        assert res["easgd"]["weight"] == pytest.approx([easgd] * 6, abs=1e-6)
+        assert res["easgd"]["divergence"] == pytest.approx(abs(r + 1 - easgd) / easgd, rel=1e-5)
+        # DiLoCo from global 0: delta = 0 - avg; first step p -= lr * (delta + mu * delta)
+        assert res["diloco"]["weight"] == pytest.approx([0.7 * 1.9 * avg] * 6, rel=1e-5)
+        assert res["hook_grad"] == pytest.approx([avg] * 3, abs=1e-6)
+
+
+def test_three_rank_results_agree(averaging_results: list[dict[str, Any]]) -> None:
+    assert len(averaging_results) == 3
+    w = [res["cpu"]["weight"] for res in averaging_results]
+    assert w[0] == w[1] == w[2]
+    assert torch.tensor(w[0]).isfinite().all()
