@@ -1,0 +1,86 @@
+"""What one bench invocation does, and the named presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from flodl_ddp import MODES
+
+from .models import MODEL_NAMES
+
+BENCH_ROOT = Path(__file__).resolve().parents[2]
+"""The ``ddp-bench`` folder of the source tree (the bench is only ever installed editable)."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """A resolved command line. ``train`` is False when only saved runs are reported or checked.
+
+    ``slowdown`` maps a rank to a factor >= 1 (that rank's batches take ``factor`` times as long:
+    a slower device simulated on identical hardware); for ``solo-N`` the factor of rank N applies.
+    """
+
+    models: tuple[str, ...] = MODEL_NAMES
+    modes: tuple[str, ...] = ("solo-0", "solo-1", *MODES)
+    devices: tuple[str, ...] = ("cpu", "cpu")
+    epochs: int | None = None
+    batches: int | None = None
+    batch_size: int | None = None
+    lr_scale: float = 1.0
+    seed: int = 42
+    output: Path = Path("runs")
+    data_dir: Path = Path("data")
+    monitor: int | None = None
+    report: str | None = None
+    validate: bool = False
+    save_baseline: bool = False
+    baseline: Path = Path("baselines/baseline.json")
+    tolerance: float = 0.15
+    slowdown: dict[int, float] = field(default_factory=dict)
+    train: bool = True
+    preset: str | None = None
+
+    def with_(self, **changes: Any) -> BenchConfig:
+        return replace(self, **changes)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "quick": {
+        "models": ("mlp",),
+        "modes": ("solo-0", "solo-1", "cpu-cadence", "cpu-async"),
+        "epochs": 2,
+        "batches": 100,
+        "slowdown": {1: 2.0},
+        "report": "@output/report.md",
+    },
+    "full-sweep": {"report": "@output/report.md"},
+    "validate": {"validate": True, "report": "@output/report.md"},
+    "report": {"train": False, "report": "@output/report.md"},
+    "cpu-2rank": {
+        "models": ("logistic", "mlp", "lenet"),
+        "devices": ("cpu", "cpu"),
+        "slowdown": {1: 2.0},
+        "output": Path("runs/cpu-2rank"),
+        "report": str(BENCH_ROOT / "reports" / "cpu-2rank.md"),
+    },
+}
+"""Named sets of options; options given on the command line win over the preset's.
+
+- ``quick``: mlp, solo-0 / solo-1 / cpu-cadence / cpu-async, 2 epochs of 100 batches, rank 1
+  slowed 2x, report in ``<output>/report.md`` (a smoke test of the whole harness).
+- ``full-sweep``: every model in every mode with §13's epochs, then the report.
+- ``validate``: the full sweep, then the check against ``--baseline``.
+- ``report``: no training: the report of the runs saved under ``--output``.
+- ``cpu-2rank``: logistic, mlp and lenet (MNIST) in solo and all six modes on two CPU ranks,
+  rank 1 slowed 2x; the report goes to ``ddp-bench/reports/cpu-2rank.md``.
+"""
+
+PRESET_HELP = {
+    "quick": "mlp, 4 modes, 2x100 batches, rank 1 slowed 2x (smoke test)",
+    "full-sweep": "every model in every mode, then the report",
+    "validate": "the full sweep, then the check against --baseline",
+    "report": "no training: report the runs saved under --output",
+    "cpu-2rank": "logistic/mlp/lenet, solo + six modes, 2 CPU ranks, rank 1 slowed 2x",
+}

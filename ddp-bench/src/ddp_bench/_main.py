@@ -1,0 +1,79 @@
+"""What an invocation does once its arguments are checked: train, report, save or validate."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from flodl_core import FlodlError
+
+from ._baseline import compare, load_baseline, save_baseline
+from ._config import BenchConfig
+from ._files import write_text_atomic
+from ._record import RunRecord, load_records
+from ._report import render
+
+
+def _err(message: str, hint: str) -> int:
+    print(f"ddp-bench: error: {message}\nhint: {hint}", file=sys.stderr)
+    return 2
+
+
+def _train(cfg: BenchConfig) -> list[RunRecord]:
+    from ._hardware import hardware
+    from ._runner import run_one
+
+    hw = hardware()
+    records = []
+    t0 = time.perf_counter()
+    for model in cfg.models:
+        for mode in cfg.modes:
+            records.append(run_one(cfg, model, mode, hw))
+    print(f"ddp-bench: {len(records)} run(s) in {time.perf_counter() - t0:.0f}s under {cfg.output}")
+    return records
+
+
+def _saved(cfg: BenchConfig) -> list[RunRecord]:
+    """The saved runs under ``--output`` of the chosen models and modes (default: all)."""
+    return [r for r in load_records(cfg.output) if r.model in cfg.models and r.mode in cfg.modes]
+
+
+def execute(cfg: BenchConfig) -> int:
+    """Run what ``cfg`` asks; 0 on success, 1 on a failed run or a regression, 2 on bad input."""
+    try:
+        records = _train(cfg) if cfg.train else _saved(cfg)
+    except FlodlError as e:
+        return _err(str(e), "see python -m ddp_bench --help; --data-dir points at dataset files")
+    if not records:
+        return _err(
+            f"no saved runs under {cfg.output}", "train first, or point --output at a runs folder"
+        )
+    status = 0 if all(r.status == "complete" for r in records) else 1
+    if cfg.report is not None:
+        text = render(records)
+        if cfg.report == "-":
+            sys.stdout.write(text)
+        else:
+            path = write_text_atomic(Path(cfg.report), text)
+            print(f"ddp-bench: report written to {path}")
+    if cfg.save_baseline:
+        try:
+            path = save_baseline(records, cfg.baseline)
+        except FlodlError as e:
+            return _err(str(e), "a baseline needs at least one complete run")
+        print(f"ddp-bench: baseline of {len(records)} run(s) saved to {path}")
+    if cfg.validate:
+        try:
+            baseline = load_baseline(cfg.baseline)
+        except FlodlError as e:
+            return _err(str(e), "python -m ddp_bench --save-baseline writes one from saved runs")
+        regressions, notes = compare(records, baseline, cfg.tolerance)
+        for n in notes:
+            print(f"ddp-bench: {n}")
+        for reg in regressions:
+            print(reg, file=sys.stderr)
+        if regressions:
+            return 1
+        print(f"ddp-bench: {len(records)} run(s) within {cfg.tolerance:.0%} of the baseline")
+    return status

@@ -1,0 +1,429 @@
+"""The Markdown report of a set of run records (§13's sections), computed from the files alone."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Sequence
+
+from ._record import RunRecord
+
+SECTIONS = (
+    "Hardware",
+    "Notes",
+    "Incomplete Runs",
+    "Per-Model Results",
+    "Best Mode per Model",
+    "Eval Quality vs solo-0",
+    "Convergence Quality vs solo-0",
+    "Per-Epoch Loss Trajectory",
+    "Speedup vs solo-0",
+    "VRAM Usage",
+    "Idle Analysis",
+    "Idle Breakdown by Cause",
+    "ElChe Calibration",
+    "Streaming Epoch Overlap",
+)
+"""The report's second-level headings, in order."""
+
+MODE_ORDER = (
+    "solo-0",
+    "solo-1",
+    "nccl-sync",
+    "nccl-cadence",
+    "nccl-async",
+    "cpu-sync",
+    "cpu-cadence",
+    "cpu-async",
+)
+BEST_WITHIN = 0.02  # "fastest mode whose eval is within 2 % (relative) of solo-0's"
+IDLE_FLAG_PCT = 5.0
+
+
+def _f(v: float | None, digits: int = 4) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def _mode_key(r: RunRecord) -> tuple[int, str]:
+    return (MODE_ORDER.index(r.mode) if r.mode in MODE_ORDER else len(MODE_ORDER), r.mode)
+
+
+def _tag(r: RunRecord) -> str:
+    """The mode cell: the mode, marked when its data was synthetic."""
+    return f"{r.mode} [synthetic]" if r.synthetic else r.mode
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+class _Index:
+    """Records grouped by model (first-seen order) and mode."""
+
+    def __init__(self, records: Sequence[RunRecord]) -> None:
+        self.by_model: dict[str, list[RunRecord]] = {}
+        for r in records:
+            self.by_model.setdefault(r.model, []).append(r)
+        for runs in self.by_model.values():
+            runs.sort(key=_mode_key)
+
+    def get(self, model: str, mode: str) -> RunRecord | None:
+        return next((r for r in self.by_model.get(model, []) if r.mode == mode), None)
+
+    def complete(self, model: str) -> list[RunRecord]:
+        return [r for r in self.by_model[model] if r.status == "complete"]
+
+
+def _better(r: RunRecord, a: float, b: float) -> bool:
+    return a > b if r.higher_is_better else a < b
+
+
+def _delta(r: RunRecord, value: float, ref: float) -> str:
+    """Eval difference: percentage points for accuracy, absolute otherwise."""
+    d = value - ref
+    return f"{d:+.2f} pp" if r.eval_name == "accuracy" else f"{d:+.4f}"
+
+
+def _hardware(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
+    out = []
+    seen: set[str] = set()
+    for r in records:
+        h = r.hardware
+        line = (
+            f"- host `{h.get('host', '?')}`: {h.get('cpu', '?')} ({h.get('cores', '?')} cores), "
+            f"torch {h.get('torch', '?')}, GPUs: {', '.join(h.get('gpus') or []) or 'none'}"
+        )
+        if line not in seen:
+            seen.add(line)
+            out.append(line)
+    devs = sorted(
+        {", ".join(r.devices) + _slow(r) for r in records if not r.mode.startswith("solo")}
+    )
+    for d in devs:
+        out.append(f"- DDP devices: {d}")
+    out += [
+        "",
+        "Speed ratio solo-1 / solo-0 (training time of the same run on each device alone):",
+        "",
+    ]
+    rows = []
+    for model in ix.by_model:
+        s0, s1 = ix.get(model, "solo-0"), ix.get(model, "solo-1")
+        ratio = f"{s1.train_s / s0.train_s:.2f}x" if s0 and s1 and s0.train_s else "—"
+        rows.append(
+            [model, _f(s0.train_s if s0 else None, 1), _f(s1.train_s if s1 else None, 1), ratio]
+        )
+    return out + _table(["Model", "solo-0 (s)", "solo-1 (s)", "Ratio"], rows)
+
+
+def _slow(r: RunRecord) -> str:
+    if not r.slowdown:
+        return ""
+    return " (" + ", ".join(f"rank {k} slowed {v:g}x" for k, v in sorted(r.slowdown.items())) + ")"
+
+
+def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
+    out = []
+    for model, runs in ix.by_model.items():
+        sources = sorted({r.data_source for r in runs})
+        r0 = runs[0]
+        what = {
+            "accuracy": "accuracy % (higher is better)",
+            "val_ce": "validation cross-entropy (lower is better)",
+            "mse": "test MSE (lower is better)",
+        }[r0.eval_name]
+        cap = f", at most {r0.batches_per_epoch} batches per epoch" if r0.batches_per_epoch else ""
+        out.append(
+            f"- **{model}**: eval = {what}; {r0.epochs_planned} epoch(s){cap}, batch "
+            f"{r0.batch_size} per rank, seed {r0.seed}; data: {'; '.join(sources)}"
+        )
+        if any(r.synthetic for r in runs):
+            out.append(
+                f"  - **{model} trained on SYNTHETIC data**: its numbers say nothing about "
+                "the real dataset (rows are marked [synthetic])."
+            )
+    out.append(
+        "- `Total (s)` and every speed comparison use training time: the sum of the epochs' "
+        "wall times (the slowest rank's, per-epoch evaluation included); `Wall (s)` adds "
+        "process start-up. On a shared machine both are noisy."
+    )
+    out.append(
+        "- `vs Ref` is the eval minus the published target of §13 (the reference's long "
+        "runs); short runs are not expected to reach it."
+    )
+    return out
+
+
+def _incomplete(records: Sequence[RunRecord]) -> list[str]:
+    bad = [r for r in records if r.status != "complete"]
+    if not bad:
+        return ["None: every run finished."]
+    return [
+        f"- {r.model} / {_tag(r)}: {r.status} after {len(r.epochs)} of {r.epochs_planned} "
+        f"epoch(s): {r.error or 'no error recorded'}"
+        for r in bad
+    ]
+
+
+def _results(ix: _Index) -> list[str]:
+    out: list[str] = []
+    for model, runs in ix.by_model.items():
+        world = max(len(r.devices) for r in runs)
+        head = ["Mode", "Loss", "Eval", "vs Ref", "Total (s)", "Wall (s)", "Syncs", "Avg Sync (ms)"]
+        head += [f"R{i} busy" for i in range(world)] + ["Idle (s)"]
+        rows = []
+        for r in runs:
+            ev = r.final_eval
+            ref = _delta(r, ev, r.target) if ev is not None and r.target is not None else "—"
+            busy = [
+                f"{r.ranks[i].busy_pct:.0f}%" if i < len(r.ranks) else "—" for i in range(world)
+            ]
+            idle = sum(rt.idle_s for rt in r.ranks) if r.ranks else None
+            rows.append(
+                [
+                    _tag(r),
+                    _f(r.final_loss),
+                    _f(ev),
+                    ref,
+                    _f(r.train_s, 1),
+                    _f(r.total_s, 1),
+                    str(r.syncs) if r.syncs is not None else "—",
+                    _f(r.avg_sync_ms, 1),
+                    *busy,
+                    _f(idle, 1),
+                ]
+            )
+        out += [f"### {model}", "", *_table(head, rows), ""]
+    return out[:-1] if out else ["No runs."]
+
+
+def _best(ix: _Index) -> list[str]:
+    rows = []
+    for model in ix.by_model:
+        done = [r for r in ix.complete(model) if r.final_eval is not None]
+        if not done:
+            rows.append([model, "—", "—"])
+            continue
+        best = done[0]
+        for r in done[1:]:
+            if _better(r, r.final_eval, best.final_eval):  # type: ignore[arg-type]
+                best = r
+        solo = ix.get(model, "solo-0")
+        fastest = "— (no solo-0)"
+        if solo is not None and solo.final_eval is not None:
+            ref = solo.final_eval
+            ok = [
+                r
+                for r in done
+                if (
+                    r.final_eval >= ref * (1 - BEST_WITHIN)
+                    if r.higher_is_better
+                    else r.final_eval <= ref * (1 + BEST_WITHIN)
+                )
+            ]
+            f = min(ok, key=lambda r: r.train_s)
+            fastest = f"{_tag(f)} ({f.train_s:.1f} s, eval {f.final_eval:.4f})"
+        rows.append([model, f"{_tag(best)} ({best.final_eval:.4f})", fastest])
+    return _table(["Model", "Best eval", "Fastest within 2% of solo-0's eval"], rows)
+
+
+def _vs_solo(
+    ix: _Index, cell: Callable[[RunRecord, RunRecord], list[str]], head: list[str]
+) -> list[str]:
+    rows = []
+    for model in ix.by_model:
+        solo = ix.get(model, "solo-0")
+        for r in ix.by_model[model]:
+            if r.mode == "solo-0":
+                continue
+            rows.append([model, _tag(r), *(cell(r, solo) if solo else ["—"] * (len(head) - 2))])
+    return _table(head, rows) if rows else ["No runs besides solo-0."]
+
+
+def _eval_cells(r: RunRecord, solo: RunRecord) -> list[str]:
+    a, b = r.final_eval, solo.final_eval
+    if a is None or b is None:
+        return [_f(a), _f(b), "—"]
+    return [_f(a), _f(b), _delta(r, a, b)]
+
+
+def _loss_cells(r: RunRecord, solo: RunRecord) -> list[str]:
+    a, b = r.final_loss, solo.final_loss
+    ratio = f"{a / b:.3f}" if a is not None and b else "—"
+    return [_f(a), _f(b), ratio]
+
+
+def _speed_cells(r: RunRecord, solo: RunRecord) -> list[str]:
+    ratio = f"{solo.train_s / r.train_s:.2f}x" if r.train_s else "—"
+    return [_f(r.train_s, 1), _f(solo.train_s, 1), ratio]
+
+
+def _trajectory(ix: _Index) -> list[str]:
+    out: list[str] = []
+    for model, runs in ix.by_model.items():
+        n = max((len(r.epochs) for r in runs), default=0)
+        head = ["Mode", *(f"ep {i + 1}" for i in range(n))]
+        rows = [
+            [_tag(r), *(_f(r.epochs[i].loss) if i < len(r.epochs) else "—" for i in range(n))]
+            for r in runs
+        ]
+        out += [f"### {model}", "", *_table(head, rows), ""]
+    return out[:-1] if out else ["No runs."]
+
+
+def _vram(records: Sequence[RunRecord]) -> list[str]:
+    gpu = [r for r in records if any(d.startswith("cuda") for d in r.devices)]
+    if not gpu:
+        return ["No CUDA device in these runs: nothing to measure (CPU ranks)."]
+    rows = [
+        [
+            r.model,
+            _tag(r),
+            ", ".join(f"{v / 2**20:.0f} MiB" for v in r.hardware.get("vram_peak", []))
+            or "not recorded",
+        ]
+        for r in gpu
+    ]
+    return _table(["Model", "Mode", "Peak VRAM per rank"], rows)
+
+
+def _idle(records: Sequence[RunRecord]) -> list[str]:
+    rows = []
+    for r in records:
+        for rt in r.ranks:
+            flag = "idle" if rt.idle_pct > IDLE_FLAG_PCT else ""
+            rows.append(
+                [
+                    r.model,
+                    _tag(r),
+                    str(rt.rank),
+                    _f(rt.wall_s, 1),
+                    _f(rt.idle_s, 2),
+                    f"{rt.idle_pct:.1f}%",
+                    flag,
+                ]
+            )
+    if not rows:
+        return ["No timeline was recorded."]
+    return [
+        f"Ranks idle more than {IDLE_FLAG_PCT:.0f}% of the run are flagged.",
+        "",
+        *_table(["Model", "Mode", "Rank", "Wall (s)", "Idle (s)", "Idle %", "Flag"], rows),
+    ]
+
+
+def _idle_causes(records: Sequence[RunRecord]) -> list[str]:
+    causes = ("sync_wait", "epoch_boundary", "other", "untracked")
+    rows = []
+    for r in records:
+        for rt in r.ranks:
+            if rt.idle_s > 0:
+                rows.append(
+                    [
+                        r.model,
+                        _tag(r),
+                        str(rt.rank),
+                        *(_f(rt.idle_causes.get(c, 0.0), 2) for c in causes),
+                    ]
+                )
+    if not rows:
+        return ["No idle time was recorded."]
+    return [
+        "Seconds idle, by what the rank was waiting for: `sync_wait` = slower ranks at an "
+        "averaging, `epoch_boundary` = the end or start of an epoch, `untracked` = time no "
+        "timeline span covers.",
+        "",
+        *_table(["Model", "Mode", "Rank", *causes], rows),
+    ]
+
+
+def _elche(records: Sequence[RunRecord]) -> list[str]:
+    rows = []
+    for r in records:
+        anchors = [e.anchor for e in r.epochs if e.anchor is not None]
+        shares = r.epochs[-1].batch_share if r.epochs else None
+        thr = r.epochs[-1].throughput if r.epochs else None
+        if not anchors and not shares:
+            continue
+        ratio = f"{max(thr) / min(thr):.2f}" if thr and len(thr) > 1 and min(thr) > 0 else "—"
+        rows.append(
+            [
+                r.model,
+                _tag(r),
+                " → ".join(map(str, anchors)) or "—",
+                " / ".join(f"{s:.2f}" for s in shares or []) or "—",
+                ratio,
+                str(r.anchor_changes) if r.anchor_changes is not None else "—",
+            ]
+        )
+    if not rows:
+        return ["No DDP run recorded ElChe telemetry."]
+    return [
+        "Anchor per epoch, last epoch's batch share per rank, throughput ratio fast/slow rank "
+        "and anchor changes (timeline).",
+        "",
+        *_table(["Model", "Mode", "Anchor", "Batch share", "Speed ratio", "Anchor changes"], rows),
+    ]
+
+
+def _streaming(records: Sequence[RunRecord]) -> list[str]:
+    rows = []
+    for r in records:
+        for rt in r.ranks:
+            if rt.compute_s > 0:
+                rows.append(
+                    [
+                        r.model,
+                        _tag(r),
+                        str(rt.rank),
+                        _f(rt.data_s, 2),
+                        f"{100 * rt.data_s / rt.compute_s:.1f}%",
+                    ]
+                )
+    if not rows:
+        return ["No timeline was recorded."]
+    return [
+        "Time each rank spent waiting for its next batch outside compute (data spans), and "
+        "its share of compute time: near 0 means loading overlapped the epoch.",
+        "",
+        *_table(["Model", "Mode", "Rank", "Data wait (s)", "vs compute"], rows),
+    ]
+
+
+def render(records: Sequence[RunRecord], *, title: str = "ddp-bench report") -> str:
+    """The Markdown report of ``records`` (every section present, even when empty)."""
+    ix = _Index(records)
+    ordered = [r for runs in ix.by_model.values() for r in runs]
+    body: dict[str, list[str]] = {
+        "Hardware": _hardware(ix, ordered),
+        "Notes": _notes(ix, ordered),
+        "Incomplete Runs": _incomplete(ordered),
+        "Per-Model Results": _results(ix),
+        "Best Mode per Model": _best(ix),
+        "Eval Quality vs solo-0": _vs_solo(
+            ix, _eval_cells, ["Model", "Mode", "Eval", "solo-0", "Δ"]
+        ),
+        "Convergence Quality vs solo-0": _vs_solo(
+            ix, _loss_cells, ["Model", "Mode", "Final loss", "solo-0", "Ratio"]
+        ),
+        "Per-Epoch Loss Trajectory": _trajectory(ix),
+        "Speedup vs solo-0": _vs_solo(
+            ix, _speed_cells, ["Model", "Mode", "Total (s)", "solo-0 (s)", "Speedup"]
+        ),
+        "VRAM Usage": _vram(ordered),
+        "Idle Analysis": _idle(ordered),
+        "Idle Breakdown by Cause": _idle_causes(ordered),
+        "ElChe Calibration": _elche(ordered),
+        "Streaming Epoch Overlap": _streaming(ordered),
+    }
+    when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    lines = [
+        f"# {title}",
+        "",
+        f"{len(records)} run(s), generated {when} by `python -m ddp_bench`.",
+        "",
+    ]
+    for name in SECTIONS:
+        lines += [f"## {name}", "", *body[name], ""]
+    return "\n".join(lines).rstrip() + "\n"

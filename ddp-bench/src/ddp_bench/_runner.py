@@ -1,0 +1,220 @@
+"""One (model, mode) run through flodl-ddp's managed trainer, and the files it leaves in
+``<output>/<model>/<mode>/``: ``training.log``, ``timeline.{json,csv,html}``, ``dashboard.html``
+and ``run.json`` (earlier ones rotated first)."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import math
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from flodl_ddp import Trainer
+from flodl_monitor import Monitor
+
+from ._config import BenchConfig
+from ._files import write_text_atomic
+from ._record import EpochRow, RankTime, RunRecord, save_record
+from ._rotate import rotate
+from ._task import EvalFn, ModelFactory, OptimFactory, SchedFactory, TrainStep
+from ._timeline_stats import rank_times
+from .data import load_dataset
+from .models import SPECS
+
+Log = Callable[[str], None]
+
+
+def run_devices(cfg: BenchConfig, mode: str) -> tuple[list[str], dict[int, float]]:
+    """The devices and slowdown of a run: ``solo-N`` is device N alone (with rank N's slowdown
+    as its own), a DDP mode uses every device."""
+    if mode.startswith("solo-"):
+        n = int(mode[5:])
+        slow = {0: cfg.slowdown[n]} if n in cfg.slowdown else {}
+        return [cfg.devices[n]], slow
+    return list(cfg.devices), dict(cfg.slowdown)
+
+
+def _eval_value(v: Any, name: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        v = v.get(name, next(iter(v.values()), None))
+    return None if v is None or not math.isfinite(float(v)) else float(v)
+
+
+def _row(m: Any, eval_name: str) -> EpochRow:
+    lr = getattr(m, "lr", None)
+    return EpochRow(
+        epoch=int(m.epoch),
+        loss=float(m.avg_loss),
+        eval=_eval_value(getattr(m, "eval", None), eval_name),
+        epoch_ms=float(m.epoch_ms),
+        syncs=int(m.syncs) if getattr(m, "syncs", None) is not None else None,
+        avg_sync_ms=float(m.avg_sync_ms) if getattr(m, "avg_sync_ms", None) is not None else None,
+        batch_share=[float(x) for x in (m.per_rank_batch_share or [])] or None,
+        throughput=[float(x) for x in (m.per_rank_throughput or [])] or None,
+        anchor=m.anchor,
+        lr=float(lr) if lr is not None and math.isfinite(lr) else None,
+    )
+
+
+def epoch_line(row: EpochRow, synthetic: bool) -> str:
+    """``epoch N: loss=x.xxxxxx, eval=y.yyyy`` (1-based N), marked when the data is synthetic."""
+    ev = "n/a" if row.eval is None else f"{row.eval:.4f}"
+    extra = f" ({row.epoch_ms / 1000:.1f}s"
+    extra += f", {row.syncs} syncs" if row.syncs is not None else ""
+    extra += f", anchor {row.anchor})" if row.anchor is not None else ")"
+    tag = " [synthetic]" if synthetic else ""
+    return f"epoch {row.epoch + 1}: loss={row.loss:.6f}, eval={ev}{extra}{tag}"
+
+
+def _timeline_times(timeline: Any, world: int) -> tuple[list[RankTime], int | None, int | None]:
+    """Per-rank times from the trainer's timeline, plus its anchor-change and throttle counts."""
+    if timeline is None:
+        return [], None, None
+    spans = [(s.rank, s.kind, s.start_s, s.end_s) for s in timeline.spans]
+    events = [(e.kind, e.t) for e in timeline.events]
+    kinds = [k for k, _ in events]
+    return rank_times(spans, events, world), kinds.count("anchor_changed"), kinds.count("throttle")
+
+
+def _ranks_from_metrics(rows: list[Any], world: int) -> list[RankTime]:
+    """Fallback accounting from the per-epoch rank metrics when no timeline is available."""
+    out = [RankTime(rank=r) for r in range(world)]
+    for m in rows:
+        for rm in m.per_rank:
+            rt = out[rm.rank]
+            rt.compute_s += rm.compute_ms / 1000
+            rt.sync_s += rm.sync_ms / 1000
+            rt.idle_s += rm.idle_ms / 1000
+            rt.idle_causes["untracked"] = rt.idle_causes.get("untracked", 0.0) + rm.idle_ms / 1000
+        for rt in out:
+            rt.wall_s += m.epoch_ms / 1000
+    return out
+
+
+def run_one(
+    cfg: BenchConfig, model: str, mode: str, hw: dict[str, Any], log: Log = print
+) -> RunRecord:
+    """Train ``model`` in ``mode``; writes the run folder and returns the record (an exception
+    inside the run makes an ``incomplete`` record, never a lost one)."""
+    spec = SPECS[model]
+    bundle = load_dataset(spec.dataset, cfg.data_dir)
+    folder = cfg.output / model / mode
+    rotate(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    devices, slowdown = run_devices(cfg, mode)
+    epochs = cfg.epochs or spec.epochs
+    batch = cfg.batch_size or spec.batch_size
+    tag = " [synthetic]" if bundle.synthetic else ""
+    slow = ", ".join(f"rank {r} slowed {f:g}x" for r, f in sorted(slowdown.items()))
+    header = [
+        f"# ddp-bench {model} / {mode}{tag}",
+        f"# devices: {', '.join(devices)}{f' ({slow})' if slow else ''} | host {hw['host']} | "
+        f"{hw['cpu']} | torch {hw['torch']}",
+        f"# data: {bundle.source}",
+        f"# {epochs} epoch(s), batch {batch} per rank"
+        + (f", at most {cfg.batches} batches per epoch" if cfg.batches else "")
+        + f", seed {cfg.seed}",
+    ]
+    lines = list(header)
+    for h in header:
+        log(f"[{model}/{mode}] {h}")
+
+    monitor = Monitor(epochs, stream=io.StringIO())
+    monitor.set_metadata({"model": model, "mode": mode, "devices": devices, "data": bundle.source})
+    if cfg.monitor is not None:
+        log(f"[{model}/{mode}] dashboard: {monitor.serve(cfg.monitor)}")
+    b = (
+        Trainer.builder(ModelFactory(model, bundle.vocab), OptimFactory(model), TrainStep(model))
+        # plain tensors: they travel to spawned ranks through torch's shared-memory pickling
+        .dataset(tuple(bundle.train.tensors))
+        .batch_size(batch)
+        .num_epochs(epochs)
+        .devices(devices)
+        .seed(cfg.seed)
+        .eval_fn(EvalFn(model, str(cfg.data_dir.expanduser().absolute())))
+        .timeline(True)
+        .monitor(monitor)
+    )
+    if not mode.startswith("solo-"):
+        b = b.mode(mode)
+    if slowdown:
+        b = b.slowdown(slowdown)
+    if cfg.batches:
+        b = b.batches_per_epoch(cfg.batches)
+    if spec.schedule != "flat":
+        b = b.scheduler(SchedFactory(model))
+    b = b.lr_scale_ratio(cfg.lr_scale)  # (1 + ratio * (world - 1)): no effect on one device
+
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    rows: list[EpochRow] = []
+    raw: list[Any] = []
+    error: str | None = None
+    timeline: Any = None
+    t0 = time.perf_counter()
+    try:
+        handle = b.run()
+        while (m := handle.next_metrics()) is not None:
+            raw.append(m)
+            rows.append(_row(m, spec.eval_name))
+            line = epoch_line(rows[-1], bundle.synthetic)
+            lines.append(line)
+            log(f"[{model}/{mode}] {line}")
+        handle.join()
+        timeline = handle.timeline()
+    except Exception as e:  # the run failed: keep what it produced and say why
+        error = f"{type(e).__name__}: {e}".splitlines()[0]
+        lines.append(f"# FAILED: {error}")
+        lines += ["# " + t for t in traceback.format_exc().rstrip().splitlines()]
+        log(f"[{model}/{mode}] FAILED: {error}")
+    total = time.perf_counter() - t0
+    lines.append(f"total: {total:.1f}s{tag}")
+    log(f"[{model}/{mode}] total: {total:.1f}s{tag}")
+    write_text_atomic(folder / "training.log", "\n".join(lines) + "\n")
+
+    ranks, anchor_changes, throttles = [], None, None
+    if timeline is not None:
+        timeline.save_json(folder / "timeline.json")
+        timeline.save_csv(folder / "timeline.csv")
+        timeline.save_html(folder / "timeline.html")
+        ranks, anchor_changes, throttles = _timeline_times(timeline, len(devices))
+    elif raw:
+        ranks = _ranks_from_metrics(raw, len(devices))
+    monitor.finish()
+    monitor.save_dashboard(folder / "dashboard.html")
+    monitor.close()
+
+    record = RunRecord(
+        model=model,
+        mode=mode,
+        status="complete" if error is None and len(rows) == epochs else "incomplete",
+        dataset=spec.dataset,
+        data_source=bundle.source,
+        synthetic=bundle.synthetic,
+        devices=devices,
+        slowdown={str(k): v for k, v in slowdown.items()},
+        seed=cfg.seed,
+        batch_size=batch,
+        epochs_planned=epochs,
+        batches_per_epoch=cfg.batches,
+        lr_scale=cfg.lr_scale,
+        eval_name=spec.eval_name,
+        higher_is_better=spec.higher_is_better,
+        target=spec.target,
+        hardware=hw,
+        started=started,
+        total_s=total,
+        epochs=rows,
+        ranks=ranks,
+        anchor_changes=anchor_changes,
+        throttles=throttles,
+        error=error
+        if error is not None or len(rows) == epochs
+        else f"{len(rows)} of {epochs} epochs",
+    )
+    save_record(record, folder)
+    return record

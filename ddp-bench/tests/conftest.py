@@ -1,0 +1,58 @@
+"""Fixtures: synthetic run records for the report and baseline tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from ddp_bench import EpochRow, RankTime, RunRecord
+
+HW = {"host": "bench", "cpu": "Test CPU", "cores": 2, "torch": "2.13.0", "gpus": []}
+
+
+def record(
+    model: str,
+    mode: str,
+    total: float,
+    evals: list[float],
+    losses: list[float] | None = None,
+    *,
+    synthetic: bool = False,
+    status: str = "complete",
+    higher_is_better: bool = True,
+) -> RunRecord:
+    losses = losses or [1.0 / (i + 1) for i in range(len(evals))]
+    solo = mode.startswith("solo")
+    world = 1 if solo else 2
+    epochs = [
+        EpochRow(
+            epoch=i, loss=loss, eval=ev, epoch_ms=1000 * total / len(evals),
+            syncs=None if solo else 10, avg_sync_ms=None if solo else 4.0,
+            batch_share=None if solo else [0.66, 0.34], throughput=None if solo else [900.0, 450.0],
+            anchor=None if solo or mode.endswith("sync") else 10 + i,
+        )
+        for i, (ev, loss) in enumerate(zip(evals, losses, strict=True))
+    ]  # fmt: skip
+    ranks = [
+        RankTime(rank=r, compute_s=0.8 * total, sync_s=0.05 * total, data_s=0.01 * total,
+                 idle_s=0.14 * total, wall_s=total,
+                 idle_causes={"sync_wait": 0.1 * total, "epoch_boundary": 0.04 * total})
+        for r in range(world)
+    ]  # fmt: skip
+    return RunRecord(
+        model=model, mode=mode, status=status, dataset="mnist",
+        data_source="cifar10: SYNTHETIC stand-in" if synthetic else "mnist: real subset",
+        synthetic=synthetic, devices=["cpu"] * world, slowdown={} if solo else {"1": 2.0},
+        seed=42, batch_size=64, epochs_planned=len(evals), batches_per_epoch=None, lr_scale=1.0,
+        eval_name="accuracy" if higher_is_better else "val_ce", higher_is_better=higher_is_better,
+        target=92.0 if higher_is_better else 1.5, hardware=HW, started="2026-01-01T00:00:00",
+        total_s=total, epochs=epochs, ranks=ranks, anchor_changes=None if solo else 3,
+        throttles=0, error=None if status == "complete" else "DdpError: rank 1 died",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def make_record() -> Callable[..., RunRecord]:
+    """``make_record(model, mode, total_s, evals, losses=None, *, synthetic, status, ...)``."""
+    return record

@@ -1,0 +1,95 @@
+"""The command line: presets, explicit options winning, and every bad argument exiting 2 with the
+usage, the error and a hint."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddp_bench._cli import parse
+from flodl_ddp import MODES
+
+
+def cfg(*argv: str):
+    return parse(list(argv), detect=False)
+
+
+def test_defaults_are_every_model_in_every_mode() -> None:
+    c = cfg()
+    assert len(c.models) == 8 and c.modes == ("solo-0", "solo-1", *MODES)
+    assert (c.seed, c.tolerance, c.output, c.devices) == (42, 0.15, Path("runs"), ("cpu", "cpu"))
+    assert c.train and c.report is None
+
+
+def test_quick_preset_and_overrides() -> None:
+    c = cfg("quick")
+    assert c.models == ("mlp",) and c.epochs == 2 and c.batches == 100
+    assert c.slowdown == {1: 2.0} and c.report == str(Path("runs") / "report.md")
+    c = cfg("quick", "--epochs", "1", "--output", "out", "--mode", "cpu_async,solo-0")
+    assert c.epochs == 1 and c.modes == ("cpu-async", "solo-0") and c.report == "out/report.md"
+
+
+def test_cpu_2rank_preset_writes_into_the_bench_folder() -> None:
+    c = cfg("cpu-2rank")
+    assert c.models == ("logistic", "mlp", "lenet") and c.modes == ("solo-0", "solo-1", *MODES)
+    assert c.report.endswith("ddp-bench/reports/cpu-2rank.md") and c.slowdown == {1: 2.0}
+
+
+def test_report_alone_uses_saved_runs() -> None:
+    assert not cfg("--report").train and cfg("--report", "-").report == "-"
+    assert not cfg("report").train
+    assert cfg("--model", "mlp", "--report").train
+
+
+def test_one_device_gives_solo_only() -> None:
+    assert cfg("--devices", "cpu").modes == ("solo-0",)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message", "hint"),
+    [
+        (["--model", "vgg"], "unknown model 'vgg'", "--list"),
+        (["--mode", "ring-allreduce"], "unknown mode 'ring-allreduce'", "--list"),
+        (["--mode", "solo-2"], "'solo-2' names no device", "solo-N runs device N"),
+        (
+            ["--devices", "cpu", "--mode", "cpu-sync"],
+            "needs at least 2 devices",
+            "--devices cpu,cpu",
+        ),
+        (["--devices", "tpu:0"], "'tpu:0' is not a device", "cuda:N"),
+        (["--epochs", "0"], "--epochs: 0 is below 1", "whole number"),
+        (["--batches", "ten"], "'ten' is not an integer", "whole number"),
+        (["--lr-scale", "-1"], "--lr-scale: -1.0 is out of range", "number > 0"),
+        (["--tolerance", "2"], "--tolerance: 2.0 is out of range", "(0.0, 1.0)"),
+        (["--slowdown", "1:2"], "is not RANK=FACTOR", "--slowdown 1=2"),
+        (["--slowdown", "5=2"], "rank 5 does not exist", "--slowdown 1=2"),
+        (["--slowdown", "1=0.5"], "factor 0.5 is below 1", "--slowdown 1=2"),
+        (["--monitor", "70000"], "port 70000 is above 65535", "1..65535"),
+        (["--validate", "--save-baseline"], "exclude each other", "save a baseline once"),
+        (["warp-speed"], "unknown preset 'warp-speed'", "--list"),
+        (["--frobnicate"], "unrecognized arguments", "--help"),
+    ],
+)
+def test_bad_arguments_exit_2_with_usage_and_hint(
+    argv: list[str], message: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        cfg(*argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m ddp_bench")
+    assert message in err
+    hint_lines = [line for line in err.splitlines() if line.startswith("hint: ")]
+    assert len(hint_lines) == 1 and hint in hint_lines[0]
+
+
+def test_module_entry_point(tmp_path: Path) -> None:
+    ok = subprocess.run([sys.executable, "-m", "ddp_bench", "--list"], capture_output=True,
+                        text=True, timeout=120, check=False, cwd=tmp_path)  # fmt: skip
+    assert ok.returncode == 0 and "resnet-graph" in ok.stdout and "cpu-2rank" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "ddp_bench", "--epochs", "x"], capture_output=True,
+                         text=True, timeout=120, check=False, cwd=tmp_path)  # fmt: skip
+    assert bad.returncode == 2 and "usage:" in bad.stderr and "hint:" in bad.stderr

@@ -1,0 +1,162 @@
+"""The report, the baseline check and artifact rotation, from synthetic run records on disk."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ddp_bench import SECTIONS, RunRecord, compare, load_records, render, save_baseline, save_record
+from ddp_bench._baseline import load_baseline
+from ddp_bench._cli import parse
+from ddp_bench._main import execute
+from ddp_bench._rotate import rotate
+from flodl_core import DataError
+
+
+def sweep(out: Path, record: Callable[..., RunRecord]) -> None:
+    for r in (
+        record("mlp", "solo-0", 30.0, [95.0, 96.0]),
+        record("mlp", "solo-1", 60.0, [95.1, 96.1]),
+        record("mlp", "cpu-cadence", 20.0, [95.5, 96.2]),
+        record("mlp", "nccl-sync", 45.0, [95.0, 95.0]),
+        record("resnet", "solo-0", 100.0, [40.0], synthetic=True),
+        record("resnet", "cpu-async", 80.0, [38.0], synthetic=True, status="incomplete"),
+    ):
+        save_record(r, out / r.model / r.mode)
+
+
+def _section(text: str, name: str) -> str:
+    m = re.search(rf"^## {re.escape(name)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert m, f"section {name!r} missing"
+    return m.group(1)
+
+
+def test_report_has_every_section_in_order(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    sweep(tmp_path, make_record)
+    text = render(load_records(tmp_path))
+    heads = re.findall(r"^## (.+)$", text, re.M)
+    assert heads == list(SECTIONS)
+    assert "Speed ratio solo-1 / solo-0" in _section(text, "Hardware")
+    assert "| mlp | 30.0 | 60.0 | 2.00x |" in _section(text, "Hardware")
+    speed = _section(text, "Speedup vs solo-0")
+    assert "| mlp | cpu-cadence | 20.0 | 30.0 | 1.50x |" in speed
+    evalq = _section(text, "Eval Quality vs solo-0")
+    assert "| mlp | cpu-cadence | 96.2000 | 96.0000 | +0.20 pp |" in evalq
+    assert "| mlp | nccl-sync | 95.0000 | 96.0000 | -1.00 pp |" in evalq
+    best = _section(text, "Best Mode per Model")
+    # best eval: cadence (96.2); fastest within 2 % of solo-0's 96.0: cadence at 20 s
+    assert "| mlp | cpu-cadence (96.2000) | cpu-cadence (20.0 s, eval 96.2000) |" in best
+    traj = _section(text, "Per-Epoch Loss Trajectory")
+    assert "| Mode | ep 1 | ep 2 |" in traj and "| solo-0 | 1.0000 | 0.5000 |" in traj
+    assert "Ranks idle more than 5%" in _section(text, "Idle Analysis")
+    assert "sync_wait" in _section(text, "Idle Breakdown by Cause")
+    assert "10 → 11" in _section(text, "ElChe Calibration")
+    assert "nothing to measure" in _section(text, "VRAM Usage")
+
+
+def test_synthetic_rows_and_incomplete_runs_are_marked(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    sweep(tmp_path, make_record)
+    text = render(load_records(tmp_path))
+    results = _section(text, "Per-Model Results")
+    resnet_rows = [line for line in results.splitlines() if line.startswith("| solo-0 [synthetic]")
+                   or line.startswith("| cpu-async [synthetic]")]  # fmt: skip
+    assert len(resnet_rows) == 2
+    assert "SYNTHETIC" in _section(text, "Notes")
+    inc = _section(text, "Incomplete Runs")
+    assert "resnet / cpu-async [synthetic]: incomplete" in inc and "rank 1 died" in inc
+    assert "| resnet | cpu-async [synthetic] |" in _section(text, "Speedup vs solo-0")
+
+
+def test_report_of_empty_folder_still_has_sections(make_record: Callable[..., RunRecord]) -> None:
+    text = render([])
+    assert re.findall(r"^## (.+)$", text, re.M) == list(SECTIONS)
+
+
+def test_baseline_roundtrip_and_regressions(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    sweep(tmp_path, make_record)
+    recs = [r for r in load_records(tmp_path) if r.status == "complete"]
+    path = save_baseline(recs, tmp_path / "b" / "baseline.json")
+    base = load_baseline(path)
+    assert set(base["entries"]) == {f"{r.model}/{r.mode}" for r in recs}
+    regs, notes = compare(recs, base, 0.15)
+    assert regs == [] and notes == []
+    worse = make_record("mlp", "cpu-cadence", 20.0, [95.5, 80.0])  # 96.2 -> 80: -16.8 %
+    regs, _ = compare([worse], base, 0.15)
+    assert [(r.model, r.mode, r.metric) for r in regs] == [("mlp", "cpu-cadence", "accuracy")]
+    assert "REGRESSION mlp / cpu-cadence / accuracy" in str(regs[0])
+    ok = make_record("mlp", "cpu-cadence", 20.0, [95.5, 83.0])  # -13.7 %: inside 15 %
+    assert compare([ok], base, 0.15)[0] == []
+    lossy = make_record("mlp", "cpu-cadence", 20.0, [95.5, 96.2], [1.0, 0.7])  # loss 0.5 -> 0.7
+    assert [r.metric for r in compare([lossy], base, 0.15)[0]] == ["loss"]
+    ce = make_record("mlp", "cpu-cadence", 20.0, [2.0, 2.0], higher_is_better=False)
+    base["entries"]["mlp/cpu-cadence"].update(eval=1.6, higher_is_better=False)
+    assert [r.metric for r in compare([ce], base, 0.15)[0]] == ["val_ce"]  # CE rose 25 %
+
+
+def test_validate_exits_1_naming_the_regression(
+    make_record: Callable[..., RunRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep(tmp_path / "runs", make_record)
+    base = tmp_path / "baseline.json"
+    argv = ["--output", str(tmp_path / "runs"), "--model", "mlp", "--baseline", str(base)]
+    c = parse([*argv, "--save-baseline"], detect=False).with_(train=False)
+    assert execute(c) == 0 and base.is_file()
+    doc = json.loads(base.read_text())
+    doc["entries"]["mlp/solo-1"]["eval"] = 99.9
+    base.write_text(json.dumps(doc))
+    c = parse([*argv, "--validate", "--tolerance", "0.01"], detect=False).with_(train=False)
+    assert execute(c) == 1
+    assert "REGRESSION mlp / solo-1 / accuracy" in capsys.readouterr().err
+
+
+def test_validate_without_baseline_is_a_clear_error(
+    make_record: Callable[..., RunRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep(tmp_path, make_record)
+    c = parse(["--output", str(tmp_path), "--validate", "--baseline", str(tmp_path / "no.json")],
+              detect=False)  # fmt: skip
+    assert not c.train and execute(c) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "hint: python -m ddp_bench --save-baseline" in err
+
+
+def test_report_command_writes_the_file(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    sweep(tmp_path, make_record)
+    c = parse(["report", "--output", str(tmp_path)], detect=False)
+    assert execute(c) == 1  # one saved run is incomplete
+    assert (tmp_path / "report.md").read_text().startswith("# ddp-bench report")
+
+
+def test_bad_record_is_a_data_error(make_record: Callable[..., RunRecord], tmp_path: Path) -> None:
+    (tmp_path / "m" / "x").mkdir(parents=True)
+    (tmp_path / "m" / "x" / "run.json").write_text('{"format": "other"}')
+    with pytest.raises(DataError, match="format"):
+        load_records(tmp_path)
+
+
+def test_rotation_keeps_earlier_artifacts(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    folder = tmp_path / "mlp" / "solo-0"
+    save_record(make_record("mlp", "solo-0", 1.0, [90.0]), folder)
+    (folder / "training.log").write_text("first\n")
+    moved = rotate(folder)
+    assert len(moved) == 2 and not (folder / "training.log").exists()
+    save_record(make_record("mlp", "solo-0", 1.0, [91.0]), folder)
+    (folder / "training.log").write_text("second\n")
+    moved2 = rotate(folder)  # same second: a distinct name, nothing overwritten
+    assert len({p.name for p in moved + moved2}) == 4
+    assert sorted(p.read_text() for p in folder.glob("training.*.log")) == ["first\n", "second\n"]
+    assert load_records(tmp_path) == []  # rotated records are not current runs
