@@ -9,7 +9,17 @@ from typing import Any
 import pytest
 import torch
 
-FAMILIES = ("bert", "roberta", "distilbert", "albert", "xlm-roberta", "deberta-v2")
+FAMILIES = (
+    "bert",
+    "roberta",
+    "distilbert",
+    "albert",
+    "xlm-roberta",
+    "deberta-v2",
+    "electra",
+    "mpnet",
+    "modernbert",
+)
 TASKS = ("base", "seqcls", "tokcls", "qa", "mlm")
 HF_AUTO = {
     "base": "AutoModel",
@@ -89,6 +99,20 @@ def tiny_hf_config(family: str, **overrides: Any) -> Any:
             max_position_embeddings=64,
             num_labels=3,
         )
+    elif family == "electra":  # a narrower embedding table, bridged by embeddings_project
+        cfg = tf.ElectraConfig(**common, embedding_size=16)
+    elif family == "mpnet":
+        cfg = tf.MPNetConfig(**common)
+    elif family == "modernbert":
+        # Three layers: global, local, local; a window of 2 either side, so that the 9-token
+        # test batch has keys outside the window; special ids inside the tiny vocabulary.
+        specials = {"pad_token_id": 0, "bos_token_id": 2, "cls_token_id": 2, "eos_token_id": 3}
+        cfg = tf.ModernBertConfig(
+            **{**common, "num_hidden_layers": 3},
+            local_attention=4,
+            sep_token_id=3,
+            **specials,
+        )
     else:  # DeBERTa-v3 style: shared keys, log buckets, normalised relative table
         cfg = tf.DebertaV2Config(
             **common,
@@ -116,7 +140,7 @@ def save_hf(family: str, task: str, folder: Path, seed: int = 0, **overrides: An
     # Random LayerNorms and biases too: a parity test must not pass on unit / zero defaults.
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name:
+            if name.endswith("bias") or "norm" in name.lower():
                 p.add_(torch.randn_like(p) * 0.1)
     model.eval()
     model.save_pretrained(folder, safe_serialization=True)

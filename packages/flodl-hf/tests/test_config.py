@@ -45,7 +45,11 @@ def test_family_defaults_and_labels() -> None:
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        ({"model_type": "gpt2"}, "supported model types: albert, bert, deberta-v2"),
+        (
+            {"model_type": "gpt2"},
+            "'gpt2' is not supported; supported model types: albert, bert, deberta-v2, "
+            "distilbert, electra, modernbert, mpnet, roberta, xlm-roberta",
+        ),
         ({"hidden_size": 8}, "no string 'model_type'"),
         ({"model_type": "bert", "hidden_size": 30, "num_attention_heads": 4}, "multiple of"),
         ({"model_type": "bert", "num_hidden_layers": 0}, "num_hidden_layers must be a positive"),
@@ -64,14 +68,17 @@ def test_bad_configs_are_named(data: dict, needle: str) -> None:
 
 
 def test_supported_types() -> None:
-    assert set(SUPPORTED_MODEL_TYPES) == {
-        "bert",
-        "roberta",
-        "distilbert",
+    assert SUPPORTED_MODEL_TYPES == (
         "albert",
-        "xlm-roberta",
+        "bert",
         "deberta-v2",
-    }
+        "distilbert",
+        "electra",
+        "modernbert",
+        "mpnet",
+        "roberta",
+        "xlm-roberta",
+    )
 
 
 def test_files(tmp_path: Path) -> None:

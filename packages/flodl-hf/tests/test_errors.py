@@ -10,7 +10,7 @@ import torch
 from tokenizers import Tokenizer, models
 
 import flodl_hf as fh
-from flodl_core import ConfigError, FetchError, ShapeError
+from flodl_core import CheckpointError, ConfigError, FetchError, ShapeError
 
 TINY = {
     "model_type": "bert",
@@ -70,3 +70,33 @@ def test_answer_needs_context_tokens(monkeypatch: Any) -> None:
     monkeypatch.setattr(qa.tokenizer, "encode_pairs", lambda pairs: enc)
     with pytest.raises(ConfigError, match="no context tokens"):
         qa.answer("who", "john")
+
+
+def test_unsupported_model_type_names_the_supported_ones(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2", "n_embd": 8}')
+    with pytest.raises(ConfigError) as e:
+        fh.AutoModel.from_pretrained(tmp_path)
+    assert "model_type 'gpt2' is not supported" in str(e.value)
+    assert all(t in str(e.value) for t in fh.SUPPORTED_MODEL_TYPES)
+
+
+@pytest.mark.parametrize(
+    ("family", "dropped"),
+    [
+        ("mpnet", "mpnet.encoder.relative_attention_bias.weight"),
+        ("electra", "electra.embeddings_project.weight"),
+        ("modernbert", "model.layers.1.attn_norm.weight"),
+    ],
+)
+def test_missing_family_keys_are_listed_and_nothing_loads(
+    family: str, dropped: str, tiny_models: dict, tmp_path: Path
+) -> None:
+    from safetensors.torch import load_file, save_file
+
+    folder, _ = tiny_models[family, "tokcls"]
+    state = load_file(str(folder / "model.safetensors"))
+    del state[dropped]
+    save_file(state, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_bytes((folder / "config.json").read_bytes())
+    with pytest.raises(CheckpointError, match=r"1 missing from the checkpoint:\n  " + dropped):
+        fh.AutoModelForTokenClassification.from_pretrained(tmp_path)

@@ -57,3 +57,36 @@ def test_offline_cache_hit_and_miss(
     assert tok.vocab_size == model.tokenizer.vocab_size
     with pytest.raises(FetchError, match="HF_HUB_OFFLINE"):
         fh.AutoModel.from_pretrained("someone/absent", cache_dir=tmp_path)
+
+
+def test_config_file_instead_of_folder(tiny_models: dict) -> None:
+    folder, _ = tiny_models["bert", "base"]
+    with pytest.raises(
+        ConfigError, match=r"is a file; from_pretrained wants the model folder"
+    ) as e:
+        fh.AutoModel.from_pretrained(str(folder / "config.json"))
+    assert repr(str(folder)) in str(e.value)  # names the folder to pass instead
+
+
+def test_missing_relative_path_is_not_tried_on_the_hub(tmp_path: Path, monkeypatch: Any) -> None:
+    import huggingface_hub
+
+    def never(*args: Any, **kwargs: Any) -> str:
+        raise AssertionError("a local path was sent to the Hub")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", never)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    for path in ("models/my-bert", "models/deep/er", "runs\\\\bert"):
+        with pytest.raises(ConfigError, match="does not exist"):
+            fh.AutoModel.from_pretrained(path)
+
+
+def test_offline_remark_only_for_hub_ids(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    fh.HfConfig.from_dict({"model_type": "bert"}).save(tmp_path / "config.json")
+    with pytest.raises(FetchError) as e:
+        fh.AutoModel.from_pretrained(tmp_path)
+    assert "has no weights" in str(e.value) and "HF_HUB_OFFLINE" not in str(e.value)
+    with pytest.raises(FetchError, match="HF_HUB_OFFLINE"):
+        fh.AutoModel.from_pretrained("someone/not-cached", cache_dir=tmp_path / "cache")

@@ -20,7 +20,7 @@ from flodl_core import CheckpointError
 
 from ._config import HfConfig
 from ._hub import resolve_file, resolve_weights
-from ._loader import LoadReport, expected_keys, plan_load
+from ._loader import WeightLoadReport, expected_keys, plan_load
 from ._model import HfModel
 from ._tasks import MaskedLM, QuestionAnswering, SequenceClassifier, TokenClassifier
 from ._tokenizer import HfTokenizer
@@ -85,6 +85,8 @@ def _config_of(config: HfConfig | dict[str, Any] | PathLike) -> HfConfig:
 
 
 class _AutoModel:
+    """What every ``AutoModel*`` class shares; the subclass names the task."""
+
     task: ClassVar[str] = "base"
 
     @classmethod
@@ -163,7 +165,7 @@ class _AutoModel:
         return model.eval()
 
 
-def _materialise(model: HfModel, report: LoadReport, std: float) -> None:
+def _materialise(model: HfModel, report: WeightLoadReport, std: float) -> None:
     """Create and initialise the parameters the checkpoint did not provide (fresh heads)."""
     dtype = model.dtype
     for key in report.initialized:
@@ -182,32 +184,31 @@ def _materialise(model: HfModel, report: LoadReport, std: float) -> None:
         raise CheckpointError(f"internal: tensors left unmaterialised after loading: {left[:5]}")
 
 
-def _auto(name: str, task: str, doc: str) -> type[_AutoModel]:
-    return type(name, (_AutoModel,), {"task": task, "__doc__": doc})
+class AutoModel(_AutoModel):
+    """Backbone: ``model(input_ids, ...) -> EncoderOutput(last_hidden_state, pooler_output)``."""
+
+    task = "base"
 
 
-AutoModel = _auto(
-    "AutoModel",
-    "base",
-    "Backbone: ``model(input_ids, ...) -> EncoderOutput(last_hidden_state, pooler_output)``.",
-)
-AutoModelForSequenceClassification = _auto(
-    "AutoModelForSequenceClassification",
-    "seqcls",
-    "Sequence classification: logits ``(B, C)``; ``predict(texts)``.",
-)
-AutoModelForTokenClassification = _auto(
-    "AutoModelForTokenClassification",
-    "tokcls",
-    "Token classification (NER): logits ``(B, S, C)``; ``predict(texts)``.",
-)
-AutoModelForQuestionAnswering = _auto(
-    "AutoModelForQuestionAnswering",
-    "qa",
-    "Extractive QA: ``SpanLogits(start, end)``; ``answer(question, context)``.",
-)
-AutoModelForMaskedLM = _auto(
-    "AutoModelForMaskedLM",
-    "mlm",
-    "Masked LM: logits ``(B, S, V)``; ``fill_mask(text, top_k)``.",
-)
+class AutoModelForSequenceClassification(_AutoModel):
+    """Sequence classification: logits ``(B, C)``; ``predict(texts)``."""
+
+    task = "seqcls"
+
+
+class AutoModelForTokenClassification(_AutoModel):
+    """Token classification (NER): logits ``(B, S, C)``; ``predict(texts)``."""
+
+    task = "tokcls"
+
+
+class AutoModelForQuestionAnswering(_AutoModel):
+    """Extractive QA: ``SpanLogits(start, end)``; ``answer(question, context)``."""
+
+    task = "qa"
+
+
+class AutoModelForMaskedLM(_AutoModel):
+    """Masked LM: logits ``(B, S, V)``; ``fill_mask(text, top_k)``."""
+
+    task = "mlm"

@@ -1,9 +1,11 @@
-"""One normalised configuration for the six BERT-family encoders, read from HF ``config.json``.
+"""One normalised configuration for every supported encoder family, read from HF ``config.json``.
 
 HF spells the same idea differently per family (DistilBERT's ``dim`` / ``n_layers`` / ``activation``
 are BERT's ``hidden_size`` / ``num_hidden_layers`` / ``hidden_act``). :class:`HfConfig` holds the
 normalised values the modules need, plus the original dictionary so that :meth:`HfConfig.to_dict`
-writes back a ``config.json`` that ``transformers`` reads as the same model.
+writes back a ``config.json`` that ``transformers`` reads as the same model. What differs per
+family (defaults, renamed keys, extra checks) is read from the family's declaration
+(:class:`~flodl_hf.models.Family`); settings only one family uses stay in :attr:`HfConfig.raw`.
 """
 
 from __future__ import annotations
@@ -11,66 +13,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flodl_core import ConfigError
 
 from ._io import format_choices
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = (
-    "albert",
-    "bert",
-    "deberta-v2",
-    "distilbert",
-    "roberta",
-    "xlm-roberta",
-)
-
-# DistilBERT's config.json names -> the normalised names.
-_DISTILBERT_NAMES = {
-    "dim": "hidden_size",
-    "n_layers": "num_hidden_layers",
-    "n_heads": "num_attention_heads",
-    "hidden_dim": "intermediate_size",
-    "activation": "hidden_act",
-    "dropout": "hidden_dropout_prob",
-    "attention_dropout": "attention_probs_dropout_prob",
-}
-
-# Family defaults: the values transformers assumes when config.json leaves a field out.
-_FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "bert": {"vocab_size": 30522, "pad_token_id": 0},
-    "roberta": {"vocab_size": 50265, "pad_token_id": 1},
-    "xlm-roberta": {"vocab_size": 30522, "pad_token_id": 1},
-    "distilbert": {
-        "vocab_size": 30522,
-        "hidden_size": 768,
-        "num_hidden_layers": 6,
-        "type_vocab_size": 0,
-        "pad_token_id": 0,
-    },
-    "albert": {
-        "vocab_size": 30000,
-        "embedding_size": 128,
-        "hidden_size": 4096,
-        "num_attention_heads": 64,
-        "intermediate_size": 16384,
-        "hidden_act": "gelu_new",
-        "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0,
-        "pad_token_id": 0,
-    },
-    "deberta-v2": {
-        "vocab_size": 128100,
-        "hidden_size": 1536,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 24,
-        "intermediate_size": 6144,
-        "type_vocab_size": 0,
-        "layer_norm_eps": 1e-7,
-        "pad_token_id": 0,
-    },
-}
+if TYPE_CHECKING:
+    from .models._family import Family
 
 
 @dataclass
@@ -104,6 +54,8 @@ class HfConfig:
     # DistilBERT head dropouts.
     seq_classif_dropout: float = 0.2
     qa_dropout: float = 0.1
+    # MPNet: relative-position buckets (the table's rows).
+    relative_attention_num_buckets: int = 32
     # DeBERTa-v2 / v3.
     relative_attention: bool = False
     max_relative_positions: int = -1
@@ -148,16 +100,16 @@ class HfConfig:
         return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
     @property
+    def family(self) -> Family:
+        """The declaration of this config's family (see :class:`~flodl_hf.models.Family`)."""
+        from .models._registry import family_of  # local: the models import this module
+
+        return family_of(self.model_type)
+
+    @property
     def head_dropout(self) -> float:
         """Dropout before a classification head, read the way each family reads it."""
-        if self.model_type == "albert":
-            return float(self.raw.get("classifier_dropout_prob", 0.1))
-        if self.model_type == "deberta-v2":
-            p = self.raw.get("cls_dropout")
-            return self.hidden_dropout_prob if p is None else float(p)
-        return (
-            self.hidden_dropout_prob if self.classifier_dropout is None else self.classifier_dropout
-        )
+        return self.family.head_dropout(self)
 
     @property
     def rel_span(self) -> int:
@@ -174,11 +126,7 @@ class HfConfig:
     # ---- checks -----------------------------------------------------------------------------
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first inconsistent field."""
-        if self.model_type not in SUPPORTED_MODEL_TYPES:
-            raise ConfigError(
-                f"model_type {self.model_type!r} is not supported; supported model types: "
-                f"{format_choices(SUPPORTED_MODEL_TYPES)}"
-            )
+        family = self.family
         for name in (
             "vocab_size",
             "hidden_size",
@@ -204,17 +152,6 @@ class HfConfig:
                 f"config pad_token_id {self.pad_token_id} must lie in [0, vocab_size="
                 f"{self.vocab_size})"
             )
-        if self.model_type == "albert" and self.num_hidden_layers % self.num_hidden_groups:
-            raise ConfigError(
-                f"config num_hidden_layers {self.num_hidden_layers} must be a multiple of "
-                f"num_hidden_groups {self.num_hidden_groups}"
-            )
-        bad_att = set(self.pos_att_type) - {"c2p", "p2c"}
-        if bad_att:
-            raise ConfigError(
-                f"config pos_att_type has unknown entries {sorted(bad_att)}; "
-                "expected c2p and/or p2c"
-            )
         if sorted(self.id2label) != list(range(self.num_labels)) or self.num_labels < 1:
             raise ConfigError(
                 "config id2label must map 0..n-1 to names with n >= 1, got keys "
@@ -225,31 +162,27 @@ class HfConfig:
         check_activation(self.hidden_act, "hidden_act")
         check_activation(self.pooler_hidden_act, "pooler_hidden_act")
         check_activation(self.conv_act, "conv_act")
+        family.check(self)
 
     # ---- conversions ------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HfConfig:
-        """Read a ``config.json`` dictionary (any of the six families)."""
+        """Read a ``config.json`` dictionary (any supported family)."""
+        from .models._registry import FAMILIES, family_of
+
         if not isinstance(data, dict):
             raise ConfigError(f"config must be a JSON object, got {type(data).__name__}")
         model_type = data.get("model_type")
         if not isinstance(model_type, str):
             raise ConfigError(
                 f"config.json has no string 'model_type' (got {model_type!r}); supported model "
-                f"types: {format_choices(SUPPORTED_MODEL_TYPES)}"
+                f"types: {format_choices(FAMILIES)}"
             )
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise ConfigError(
-                f"model_type {model_type!r} is not supported; supported model types: "
-                f"{format_choices(SUPPORTED_MODEL_TYPES)}"
-            )
-        values: dict[str, Any] = dict(_FAMILY_DEFAULTS[model_type])
+        family = family_of(model_type)
+        values: dict[str, Any] = dict(family.config_defaults)
         for key, value in data.items():
-            if model_type == "distilbert":
-                key = _DISTILBERT_NAMES.get(key, key)
-            values[key] = value
-        if model_type == "distilbert":
-            values["layer_norm_eps"] = 1e-12  # hard-coded in DistilBERT's modules
+            values[family.key_renames.get(key, key)] = value
+        values.update(family.fixed)
         known = {f.name for f in fields(cls)} - {"raw", "id2label"}
         kwargs = {k: v for k, v in values.items() if k in known}
         if kwargs.get("pad_token_id") is None:
@@ -299,19 +232,17 @@ class HfConfig:
 
     def to_dict(self, architectures: list[str] | None = None) -> dict[str, Any]:
         """The ``config.json`` dictionary transformers reads back as this model."""
+        family = self.family
         out = dict(self.raw)
-        inverse = {v: k for k, v in _DISTILBERT_NAMES.items()}
-        skip = {"raw", "id2label", "embedding_size", "pooler_hidden_size"}
+        inverse = {v: k for k, v in family.key_renames.items()}
+        skip = {"raw", "id2label", "embedding_size", "pooler_hidden_size", *family.unwritten}
         for f in fields(self):
             if f.name in skip:
                 continue
             value = getattr(self, f.name)
             if isinstance(value, tuple):
                 value = list(value)
-            key = inverse.get(f.name, f.name) if self.model_type == "distilbert" else f.name
-            if self.model_type == "distilbert" and f.name in ("layer_norm_eps", "type_vocab_size"):
-                continue
-            out[key] = value
+            out[inverse.get(f.name, f.name)] = value
         if self.embedding_size is not None:
             out["embedding_size"] = self.embedding_size
         if self.pooler_hidden_size is not None:

@@ -39,13 +39,35 @@ def check_repo_id(repo_id: str) -> None:
 
 
 def _is_local(repo_or_dir: str | os.PathLike[str]) -> bool:
+    """A path, not a Hub id: a ``Path``, anything that exists, starts like a path, has more than
+    two parts, or whose first part is an existing local folder (``models/my-bert``)."""
     text = os.fspath(repo_or_dir)
+    parts = text.replace("\\", "/").split("/")
     return (
         isinstance(repo_or_dir, os.PathLike)
         or text.startswith((".", "/", "~"))
+        or "\\" in text
         or os.path.isabs(text)
         or Path(text).exists()
+        or len(parts) > 2
+        or (len(parts) == 2 and Path(parts[0]).expanduser().is_dir())
     )
+
+
+def _local_folder(repo_or_dir: str | os.PathLike[str]) -> Path:
+    """The model folder, or a :class:`ConfigError` saying what is wrong with the path."""
+    folder = Path(repo_or_dir).expanduser()
+    if folder.is_file():
+        raise ConfigError(
+            f"{folder} is a file; from_pretrained wants the model folder that holds config.json "
+            f"and the weights: pass {str(folder.parent)!r}"
+        )
+    if not folder.is_dir():
+        raise ConfigError(
+            f"model folder {folder} does not exist (resolved to {folder.absolute()}); "
+            "Hub models are named 'owner/name'"
+        )
+    return folder
 
 
 def resolve_file(
@@ -58,9 +80,7 @@ def resolve_file(
 ) -> Path | None:
     """The local path of ``filename`` from a folder or Hub repo; ``None`` if optional and absent."""
     if _is_local(repo_or_dir):
-        folder = Path(repo_or_dir).expanduser()
-        if not folder.is_dir():
-            raise ConfigError(f"model folder {folder} does not exist")
+        folder = _local_folder(repo_or_dir)
         path = folder / filename
         if path.is_file():
             return path
@@ -106,8 +126,11 @@ def resolve_weights(
             if name.endswith(".index.json") and not _is_local(repo_or_dir):
                 _fetch_shards(path, os.fspath(repo_or_dir), revision, cache_dir)
             return path
-    where = "folder" if _is_local(repo_or_dir) else "repo"
-    offline = " (HF_HUB_OFFLINE is set: only cached files count)" if hub_offline() else ""
+    local = _is_local(repo_or_dir)
+    where = "folder" if local else "repo"
+    offline = ""
+    if not local and hub_offline():
+        offline = " (HF_HUB_OFFLINE is set: only cached files count)"
     raise FetchError(
         f"{where} {os.fspath(repo_or_dir)} has no weights: tried {', '.join(WEIGHT_FILES)}{offline}"
     )

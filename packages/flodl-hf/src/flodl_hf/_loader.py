@@ -56,8 +56,12 @@ class KeyPolicy:
 
 
 @dataclass
-class LoadReport:
-    """What a load did (or, when it raised, would have done)."""
+class WeightLoadReport:
+    """What a load of HF weights did (or, when it raised, would have done).
+
+    Named apart from :class:`flodl_core.checkpoint.LoadReport` (``.fdl`` checkpoints), whose
+    fields differ: this one also reports renamed, unused, ignored and initialised keys.
+    """
 
     loaded: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -96,13 +100,13 @@ def plan_load(
     expected: Mapping[str, tuple[int, ...]],
     state: Mapping[str, Tensor],
     policy: KeyPolicy | None = None,
-) -> tuple[dict[str, Tensor], LoadReport]:
+) -> tuple[dict[str, Tensor], WeightLoadReport]:
     """Map checkpoint ``state`` onto the ``expected`` model keys (name -> shape); no side effects.
 
     Returns the tensors to load under model names and the report (check ``report.ok``).
     """
     policy = policy or KeyPolicy()
-    report = LoadReport()
+    report = WeightLoadReport()
     ignore = [re.compile(p) for p in policy.ignore]
     bare = bool(policy.prefix) and not any(k.startswith(policy.prefix + ".") for k in state)
     mapped: dict[str, Tensor] = {}
@@ -175,7 +179,7 @@ def load_weights(
     policy: KeyPolicy | None = None,
     *,
     assign: bool = False,
-) -> LoadReport:
+) -> WeightLoadReport:
     """Load a weight file, model folder or state dict into ``module``, all or nothing.
 
     Raises :class:`~flodl_core.CheckpointError` listing missing, unexpected and shape-mismatched

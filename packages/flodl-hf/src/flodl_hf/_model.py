@@ -22,12 +22,13 @@ from ._loader import KeyPolicy
 from ._tokenizer import EncodedBatch, HfTokenizer
 from .models._assemble import Assembly
 from .models._bert import roberta_position_ids
+from .models._family import Family
 from .models._layers import additive_mask
 
 
 class EncoderOutput(NamedTuple):
     """Base-model output: ``last_hidden_state: (B, S, H)``; ``pooler_output: (B, H)`` for the
-    families with a pooler (BERT, RoBERTa, XLM-R, ALBERT), else None."""
+    families with a pooler (BERT, RoBERTa, XLM-R, ALBERT, MPNet), else None."""
 
     last_hidden_state: Tensor
     pooler_output: Tensor | None
@@ -60,7 +61,7 @@ _TREE_METHODS = (
 
 
 class HfModel(nn.Module):
-    """One of the six families for one task (see :mod:`flodl_hf`'s ``AutoModel*``)."""
+    """One supported family for one task (see :mod:`flodl_hf`'s ``AutoModel*``)."""
 
     task = "base"
 
@@ -79,6 +80,11 @@ class HfModel(nn.Module):
     def graph(self) -> Graph:
         """The flodl graph (tree paths, observation, ``code``, visualization)."""
         return self.__dict__["_assembly"].graph
+
+    @property
+    def family(self) -> Family:
+        """The family declaration this model was built from."""
+        return self.__dict__["_assembly"].family
 
     @property
     def prefix(self) -> str:
@@ -140,17 +146,11 @@ class HfModel(nn.Module):
 
     def key_policy(self) -> KeyPolicy:
         """How checkpoint keys map onto this model (see :class:`~flodl_hf.KeyPolicy`)."""
-        fam = self.__dict__["_assembly"].family
+        fam = self.family
         heads = tuple(f"{n}." for n, _ in self.named_children() if n != fam.prefix)
-        cfg = self.config
-        ignore = [r"(^|\.)position_ids$", r"^mask_predictions\."]
-        if cfg.tie_word_embeddings:
-            # Tied copies some checkpoints still store (the alias of ``bias`` included).
-            ignore.append(r"(^|\.)decoder\.(weight|bias)$|(^|\.)vocab_projector\.weight$")
-        if not cfg.position_biased_input:
-            ignore.append(r"embeddings\.position_embeddings\.weight$")
-        if cfg.model_type == "deberta-v2" and not cfg.relative_attention:
-            ignore.append(r"encoder\.LayerNorm\.")  # built by transformers, used by nothing
+        # Old position-id buffers, DeBERTa's unused pre-training head, and what the family
+        # declares (tied copies some checkpoints still store ...).
+        ignore = [r"(^|\.)position_ids$", r"^mask_predictions\.", *fam.ignore_keys(self.config)]
         return KeyPolicy(
             prefix=fam.prefix,
             roots=fam.roots,
@@ -180,7 +180,7 @@ class HfModel(nn.Module):
         """The graph's auxiliary inputs, defaults filled as transformers fills them.
 
         ``attention_mask`` becomes additive ``(B, 1, 1, S)`` for the SDPA families and stays
-        ``(B, S)`` 0/1 for DeBERTa (whose embeddings and pair mask read it).
+        ``(B, S)`` 0/1 for the ``"binary"`` ones (DeBERTa, whose embeddings and pair mask read it).
         """
         if not isinstance(input_ids, Tensor) or input_ids.dim() != 2:
             shape = tuple(input_ids.shape) if isinstance(input_ids, Tensor) else type(input_ids)
@@ -197,7 +197,7 @@ class HfModel(nn.Module):
                     f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, "
                     f"got {tuple(t.shape)}"
                 )
-        cfg = self.config
+        cfg, fam = self.config, self.family
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:
@@ -206,19 +206,20 @@ class HfModel(nn.Module):
             b, s = input_ids.shape
             # Checked from the length alone (no device sync): the largest default position.
             top = s - 1
-            if cfg.model_type in ("roberta", "xlm-roberta"):
-                position_ids = roberta_position_ids(input_ids, cfg.pad_token_id)
-                top = s + cfg.pad_token_id
+            if fam.positions == "padding_offset":
+                pad = fam.pad_for_positions(cfg)
+                position_ids = roberta_position_ids(input_ids, pad)
+                top = s + pad
             else:
                 position_ids = torch.arange(s, device=input_ids.device).expand(b, s)
-            uses_positions = cfg.model_type != "deberta-v2" or cfg.position_biased_input
-            if uses_positions and top >= cfg.max_position_embeddings:
+            bounded = fam.positions != "rotary" and fam.positions_used(cfg)
+            if bounded and top >= cfg.max_position_embeddings:
                 raise ShapeError(
                     f"sequence too long: {s} tokens need position {top}, the model has "
                     f"{cfg.max_position_embeddings} positions; truncate the input "
                     "(tokenizer.encode(..., max_length=...))"
                 )
-        if cfg.model_type == "deberta-v2":
+        if fam.attention_mask == "binary":
             mask = attention_mask
         else:
             mask = additive_mask(attention_mask, self.dtype)

@@ -135,6 +135,25 @@ class HfTokenizer:
             raise ConfigError("encode expects a non-empty list of strings")
         return self._batch(texts, max_length)
 
+    def encode_ids(self, texts: Sequence[str], *, max_length: int | None = None) -> list[list[int]]:
+        """Token ids of each text, special tokens included, unpadded (for callers that batch
+        and pad themselves, e.g. by length). ``max_length`` truncates each row."""
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            bad = next(t for t in texts if not isinstance(t, str))
+            raise ConfigError(f"texts must be strings, got a {type(bad).__name__}: {bad!r}")
+        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+            raise ConfigError(f"max_length must be a positive integer, got {max_length!r}")
+        if not texts:
+            return []
+        with self._lock:
+            if max_length is not None:
+                self._tok.enable_truncation(max_length)
+            try:
+                return [e.ids for e in self._tok.encode_batch(texts)]
+            finally:
+                self._tok.no_truncation()
+
     def encode_pairs(
         self, pairs: Sequence[tuple[str, str]], *, max_length: int | None = None
     ) -> EncodedBatch:

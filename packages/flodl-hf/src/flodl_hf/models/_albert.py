@@ -10,8 +10,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from flodl_core import ConfigError
+from flodl_graph import Graph
+
 from .._config import HfConfig
-from ._bert import BertSelfAttention
+from ._bert import BertEmbeddings, BertSelfAttention
+from ._family import QA_HEAD, Family, backbone_graph, linear_head, module_head
+from ._heads import AlbertMLMHead, decoders
 from ._layers import Activation
 
 
@@ -91,3 +96,54 @@ class AlbertPooler(nn.Linear):
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.tanh(super().forward(x[:, 0]))
+
+
+def _backbone(config: HfConfig, task: str) -> tuple[Graph, nn.Embedding]:
+    emb = BertEmbeddings(config)
+    pooler = AlbertPooler(config) if task in ("base", "seqcls") else None
+    steps = [(AlbertTransformer(config), ["attention_mask"], "encoder")]
+    graph = backbone_graph(
+        "albert", emb, ["position_ids", "token_type_ids"], steps, pooler, task == "seqcls"
+    )
+    return graph, emb.word_embeddings
+
+
+def _head_dropout(config: HfConfig) -> float:
+    return float(config.raw.get("classifier_dropout_prob", 0.1))
+
+
+def _check(config: HfConfig) -> None:
+    if config.num_hidden_layers % config.num_hidden_groups:
+        raise ConfigError(
+            f"config num_hidden_layers {config.num_hidden_layers} must be a multiple of "
+            f"num_hidden_groups {config.num_hidden_groups}"
+        )
+
+
+ALBERT = Family(
+    "albert",
+    prefix="albert",
+    arch="Albert",
+    roots=("embeddings", "encoder", "pooler"),
+    config_defaults={
+        "vocab_size": 30000,
+        "embedding_size": 128,
+        "hidden_size": 4096,
+        "num_attention_heads": 64,
+        "intermediate_size": 16384,
+        "hidden_act": "gelu_new",
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+        "pad_token_id": 0,
+    },
+    backbone=_backbone,
+    heads={
+        "seqcls": linear_head("classifier", _head_dropout, "labels"),
+        "tokcls": linear_head("classifier", _head_dropout, "labels"),
+        "qa": QA_HEAD,
+        "mlm": module_head("predictions", AlbertMLMHead, decoders),
+    },
+    head_dropout=_head_dropout,
+    check=_check,
+    ignore_keys=lambda c: (r"(^|\.)decoder\.(weight|bias)$",) if c.tie_word_embeddings else (),
+)

@@ -1,4 +1,5 @@
-"""BERT building blocks, also used by RoBERTa, XLM-RoBERTa and (embeddings only) ALBERT.
+"""BERT: building blocks (also used by RoBERTa, XLM-RoBERTa, ELECTRA and, embeddings only, ALBERT
+and MPNet) and the ``BERT`` family declaration.
 
 Attribute names mirror transformers' (``attention.self.query``, ``output.LayerNorm`` ...) so that
 ``state_dict()`` keys are HF checkpoint keys with no renaming table.
@@ -10,6 +11,16 @@ import torch
 from torch import Tensor, nn
 
 from .._config import HfConfig
+from ._family import (
+    QA_HEAD,
+    TOKEN_HEAD,
+    Family,
+    backbone_graph,
+    layer_encoder,
+    linear_head,
+    module_head,
+)
+from ._heads import BertOnlyMLMHead, decoders
 from ._layers import Activation, attend
 
 
@@ -25,17 +36,21 @@ def roberta_position_ids(input_ids: Tensor, padding_idx: int) -> Tensor:
 class BertEmbeddings(nn.Module):
     """Word + position + token-type embeddings, LayerNorm, dropout.
 
-    ``position_mode`` is ``"arange"`` (BERT, ALBERT) or ``"padding_offset"`` (RoBERTa, XLM-R);
+    ``position_mode`` is ``"arange"`` (BERT, ALBERT, ELECTRA) or ``"padding_offset"`` (RoBERTa,
+    XLM-R, MPNet);
     the table width is ``config.embedding_dim`` (ALBERT factorises it below ``hidden_size``).
     """
 
-    def __init__(self, config: HfConfig, position_mode: str = "arange") -> None:
+    def __init__(
+        self, config: HfConfig, position_mode: str = "arange", padding_idx: int | None = None
+    ) -> None:
         super().__init__()
         dim = config.embedding_dim
         self.position_mode = position_mode
-        self.padding_idx = config.pad_token_id
-        self.word_embeddings = nn.Embedding(config.vocab_size, dim, padding_idx=config.pad_token_id)
-        pos_pad = config.pad_token_id if position_mode == "padding_offset" else None
+        # MPNet hard-codes 1 whatever the config says; every other family reads pad_token_id.
+        self.padding_idx = config.pad_token_id if padding_idx is None else padding_idx
+        self.word_embeddings = nn.Embedding(config.vocab_size, dim, padding_idx=self.padding_idx)
+        pos_pad = self.padding_idx if position_mode == "padding_offset" else None
         self.position_embeddings = nn.Embedding(
             config.max_position_embeddings, dim, padding_idx=pos_pad
         )
@@ -154,3 +169,33 @@ class BertPooler(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.tanh(self.dense(x[:, 0]))
+
+
+def _bert_backbone(config: HfConfig, task: str) -> tuple:
+    emb = BertEmbeddings(config)
+    encoder = layer_encoder(config, "encoder", BertLayer)
+    # Base models keep the pooler on a side branch (output stays (B, S, H)); the sequence
+    # classifier reads the pooled vector.
+    pooler = BertPooler(config) if task in ("base", "seqcls") else None
+    steps = [(encoder, ["attention_mask"], None)]
+    graph = backbone_graph(
+        "bert", emb, ["position_ids", "token_type_ids"], steps, pooler, task == "seqcls"
+    )
+    return graph, emb.word_embeddings
+
+
+BERT = Family(
+    "bert",
+    prefix="bert",
+    arch="Bert",
+    roots=("embeddings", "encoder", "pooler"),
+    config_defaults={"vocab_size": 30522, "pad_token_id": 0},
+    backbone=_bert_backbone,
+    heads={
+        "seqcls": linear_head("classifier", lambda c: BERT.head_dropout(c), "labels"),
+        "tokcls": TOKEN_HEAD,
+        "qa": QA_HEAD,
+        "mlm": module_head("cls", BertOnlyMLMHead, decoders),
+    },
+    ignore_keys=lambda c: (r"(^|\.)decoder\.(weight|bias)$",) if c.tie_word_embeddings else (),
+)

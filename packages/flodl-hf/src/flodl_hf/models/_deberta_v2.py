@@ -11,8 +11,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from flodl_core import ConfigError
+from flodl_graph import FlowBuilder, Graph
+
 from .._config import HfConfig
 from ._bert import BertIntermediate, BertSelfOutput
+from ._family import QA_HEAD, Family, backbone_graph, linear_head, stack
+from ._heads import BertOnlyMLMHead, DebertaV2OnlyMLMHead, decoders
 from ._layers import Activation, merge_heads, split_heads
 
 
@@ -269,3 +274,107 @@ class ContextPooler(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.activation(self.dense(self.dropout(x[:, 0])))
+
+
+# ---- the family -------------------------------------------------------------------------------
+def _encoder(config: HfConfig) -> Graph:
+    """The pair mask, bucketed distances and relative table (+ LayerNorm) are side branches
+    computed once per call; every layer reads them as refs."""
+    if config.conv_kernel_size > 0:
+        raise ConfigError(
+            "DeBERTa-v2 checkpoints with a convolution layer (conv_kernel_size > 0: "
+            "deberta-v2-xlarge / -xxlarge) are not supported; DeBERTa-v3 and deberta-v2 "
+            "models without conv_kernel_size are"
+        )
+    fb = FlowBuilder().input(["attention_mask"])
+    fb.fork(PairwiseMask()).using(["attention_mask"]).tag("attention_pairs")
+    refs = ["attention_pairs"]
+    table_ref = "rel_embeddings"
+    if config.relative_attention:
+        fb.fork(RelativePositionIds(config)).tag("relative_pos")
+        fb.fork(RelativeTable(config)).tag("rel_embeddings")
+        if "layer_norm" in [x.strip() for x in config.norm_rel_ebd.split("|")]:
+            fb.fork(RelativeTableNorm(config)).using(["rel_embeddings"]).tag("LayerNorm")
+            table_ref = "LayerNorm"
+        refs += ["relative_pos", table_ref]
+    blocks = [DebertaV2Layer(config, table_ref) for _ in range(config.num_hidden_layers)]
+    fb.through(stack("layer", blocks, refs)).using(refs)
+    return fb.label("encoder").build()
+
+
+def _backbone(config: HfConfig, task: str) -> tuple[Graph, nn.Embedding]:
+    emb = DebertaV2Embeddings(config)
+    refs = ["position_ids", "token_type_ids", "attention_mask"]
+    steps = [(_encoder(config), ["attention_mask"], None)]
+    return backbone_graph("deberta", emb, refs, steps), emb.word_embeddings
+
+
+def _head_dropout(config: HfConfig) -> float:
+    p = config.raw.get("cls_dropout")
+    return config.hidden_dropout_prob if p is None else float(p)
+
+
+def _seqcls(fb: FlowBuilder, config: HfConfig, words: nn.Embedding) -> list[nn.Linear]:
+    fb.through(ContextPooler(config)).tag("pooler")
+    fb.through(nn.Dropout(_head_dropout(config)))
+    fb.through(nn.Linear(config.hidden_size, config.num_labels)).tag("classifier")
+    return []
+
+
+def _mlm(fb: FlowBuilder, config: HfConfig, words: nn.Embedding) -> list[nn.Linear]:
+    if config.legacy:
+        head = BertOnlyMLMHead(config, config.embedding_dim)
+        fb.through(head).tag("cls")
+        return decoders(head)
+    # Projects onto the embedding table itself: nothing to tie.
+    fb.through(DebertaV2OnlyMLMHead(config, words)).tag("lm_predictions")
+    return []
+
+
+def _check(config: HfConfig) -> None:
+    bad = set(config.pos_att_type) - {"c2p", "p2c"}
+    if bad:
+        raise ConfigError(
+            f"config pos_att_type has unknown entries {sorted(bad)}; expected c2p and/or p2c"
+        )
+
+
+def _ignore(config: HfConfig) -> tuple[str, ...]:
+    out = []
+    if config.tie_word_embeddings:
+        out.append(r"(^|\.)decoder\.(weight|bias)$")
+    if not config.position_biased_input:
+        out.append(r"embeddings\.position_embeddings\.weight$")
+    if not config.relative_attention:
+        out.append(r"encoder\.LayerNorm\.")  # built by transformers, used by nothing
+    return tuple(out)
+
+
+DEBERTA_V2 = Family(
+    "deberta-v2",
+    prefix="deberta",
+    arch="DebertaV2",
+    roots=("embeddings", "encoder"),
+    config_defaults={
+        "vocab_size": 128100,
+        "hidden_size": 1536,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 24,
+        "intermediate_size": 6144,
+        "type_vocab_size": 0,
+        "layer_norm_eps": 1e-7,
+        "pad_token_id": 0,
+    },
+    backbone=_backbone,
+    heads={
+        "seqcls": _seqcls,
+        "tokcls": linear_head("classifier", lambda c: c.hidden_dropout_prob, "labels"),
+        "qa": QA_HEAD,
+        "mlm": _mlm,
+    },
+    attention_mask="binary",
+    head_dropout=_head_dropout,
+    check=_check,
+    ignore_keys=_ignore,
+    positions_used=lambda c: c.position_biased_input,
+)

@@ -138,19 +138,23 @@ class DebertaV2OnlyMLMHead(nn.Module):
 
 
 class RobertaClassificationHead(nn.Module):
-    """``classifier``: first token -> dropout -> dense -> tanh -> dropout -> out_proj."""
+    """``classifier``: first token -> dropout -> dense -> tanh -> dropout -> out_proj.
 
-    def __init__(self, config: HfConfig) -> None:
+    RoBERTa, XLM-R and MPNet use tanh; ELECTRA the same head with (erf) GELU.
+    """
+
+    def __init__(self, config: HfConfig, activation: str = "tanh") -> None:
         super().__init__()
         h = config.hidden_size
         self.dense = nn.Linear(h, h)
         self.dropout = nn.Dropout(config.head_dropout)
+        self.activation = Activation(activation)
         self.out_proj = nn.Linear(h, config.num_labels)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, S, H) -> (B, C)``."""
         x = self.dropout(x[:, 0])
-        return self.out_proj(self.dropout(torch.tanh(self.dense(x))))
+        return self.out_proj(self.dropout(self.activation(self.dense(x))))
 
 
 def decoders(head: nn.Module) -> list[nn.Linear]:
