@@ -1,6 +1,7 @@
 """flodl-cli: the ``fdl`` command.
 
-The CLI starts without importing torch: commands import the flodl packages they need lazily.
+The CLI starts without importing torch (it does not even depend on it: ``fdl setup`` picks the
+torch build before torch is installed); commands import the flodl packages they need lazily.
 """
 
 from ._main import main as main

@@ -1,114 +1,166 @@
 """``fdl``: the command-line entry point.
 
-Commands:
-    fdl run [SCRIPT] [ARGS...]   train the quickstart example (or run SCRIPT) with this venv
-    fdl test [NOX ARGS...]       run the workspace's test sessions through nox
+Startup imports nothing heavy: argparse, and pyyaml only when a ``fdl.yml`` is there. Each
+command's module is imported when that command runs; torch only by the commands that need it.
 """
 
 from __future__ import annotations
 
-import argparse
+import difflib
+import importlib
 import os
-import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
-from pathlib import Path
 
-from ._workspace import find_root
-
-_VERSION = "0.1.0"
+from . import _console as con
+from . import _context
+from ._dists import CLI_VERSION, installed_versions
+from ._errors import CliError, UsageError
+from ._parser import BUILTINS, FdlParser, global_parser, split_globals, top_help
 
 
 def _version_text() -> str:
-    """``fdl 0.1.0`` plus the version of every installed flodl distribution (read from package
-    metadata, so torch is not imported)."""
-    from importlib import metadata
-
-    lines = [f"fdl {_VERSION}"]
-    for dist in ("flodl-core", "flodl-graph", "flodl-monitor", "flodl-ddp", "flodl-hf"):
-        try:
-            lines.append(f"  {dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
+    """``fdl 0.1.0`` plus every installed flodl distribution (from dist-info names: no torch)."""
+    lines = [f"fdl {CLI_VERSION}"]
+    for dist, version in installed_versions().items():
+        if dist == "flodl-cli":
             continue
+        note = "" if version == CLI_VERSION else f"  (not {CLI_VERSION}: fix with fdl diagnose)"
+        lines.append(f"  {dist} {version}{note}")
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="fdl",
-        formatter_class=argparse.RawTextHelpFormatter,
-        description="flodl: graphs, training monitor, distributed training and HF models over "
-        "PyTorch.",
+def _load_project(env: str | None):  # type: ignore[no-untyped-def]
+    from . import _manifest as mf
+
+    file = mf.find()
+    return None if file is None else mf.load(file, env)
+
+
+def _run_builtin(name: str, rest: list[str]) -> int:
+    module = importlib.import_module(f"flodl_cli.{BUILTINS[name][0]}")
+    parser = FdlParser(prog="fdl")
+    sub = parser.add_subparsers(dest="command", parser_class=FdlParser)
+    module.add_parser(sub)
+    # Parse with the command's own parser, so a wrong flag shows *its* usage line.
+    args = sub.choices[name].parse_args(rest)
+    args.command = name
+    return int(module.run(args))
+
+
+def _dispatch(command: str, rest: list[str], env: str | None) -> int:
+    from ._manifest import RESERVED
+
+    if command in RESERVED and command in BUILTINS:
+        if command == "hf":
+            from ._cmd_missing import hf_available
+
+            hf_available()
+        if command == "ddp-bench":
+            return _run_builtin_passthrough(command, rest)
+        return _run_builtin(command, rest)
+    project = _load_project(env)
+    if project is not None and command in project.commands:
+        from ._dispatch import resolve_gpus, run_command
+
+        gpus = resolve_gpus(_context.gpus) if _context.gpus else None
+        return run_command(project, command, rest, gpus)
+    if command in ("run", "test"):
+        from . import _cmd_run
+
+        return _cmd_run.passthrough(command, rest)
+    if project is not None and rest and env is None:
+        from ._manifest import overlay_file
+
+        # `fdl ci test`: an environment named as the first word, when its overlay exists.
+        if overlay_file(project.dir, command) is not None:
+            _context.env = command
+            return _dispatch(rest[0], rest[1:], command)
+    names = [n for n in BUILTINS] + (list(project.commands) if project is not None else [])
+    close = difflib.get_close_matches(command, names, n=1)
+    raise UsageError(
+        f"unknown command '{command}'",
+        usage="usage: fdl [OPTIONS] COMMAND [ARGS...]\n",
+        hint=f"did you mean 'fdl {close[0]}'?" if close else "see: fdl --help",
     )
-    p.add_argument("--version", action="version", version=_version_text())
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    run = sub.add_parser("run", help="train the quickstart example (or run a script)")
-    run.add_argument("script", nargs="?", help="a Python script (default: examples/quickstart.py)")
-    run.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    test = sub.add_parser("test", help="run the test suite (nox sessions)")
-    test.add_argument("nox_args", nargs=argparse.REMAINDER, help="arguments passed to nox")
-    return p
 
 
-def _root_or_exit() -> Path:
-    root = find_root()
-    if root is None:
-        sys.exit(
-            "fdl: no flodl workspace here (no noxfile.py in this folder or above); "
-            "run from a clone or set FDL_ROOT"
-        )
-    return root
+def _run_builtin_passthrough(command: str, rest: list[str]) -> int:
+    from . import _cmd_ddp_bench
+
+    return _cmd_ddp_bench.passthrough(rest)
 
 
-def _cmd_run(script: str | None, args: list[str]) -> int:
-    path = _root_or_exit() / "examples" / "quickstart.py" if script is None else Path(script)
-    if not path.is_file():
-        sys.exit(f"fdl run: no such script: {path}")
-    return subprocess.call([sys.executable, str(path), *args])
+def _main(argv: list[str]) -> int:
+    head, command, rest = split_globals(argv)
+    g = global_parser().parse_args(head)
+    con.configure(-1 if g.quiet else g.verbose, g.ansi)
+    env = g.env
+    if command is not None and command.startswith("@"):
+        if env is not None and env != command[1:]:
+            raise UsageError(
+                f"two environments given: --env {env} and {command}", hint="keep one of them"
+            )
+        env, command = command[1:], (rest[0] if rest else None)
+        rest = rest[1:]
+    env = env or os.environ.get("FDL_ENV") or None
+    _context.env, _context.gpus = env, g.gpus
+    if command == "__complete":
+        from ._cmd_completions import complete
 
-
-def _cmd_test(nox_args: list[str]) -> int:
-    root = _root_or_exit()
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    return subprocess.call([sys.executable, "-m", "nox", *nox_args], cwd=root, env=env)
-
-
-def _check_core_version() -> None:
-    """Exit with the fix when the installed flodl-core is of another release.
-
-    flodl-core's own ``check_siblings`` would import torch; the CLI must start without it, so
-    this reads the package metadata directly.
-    """
-    from importlib import metadata
-
-    try:
-        found = metadata.version("flodl-core")
-    except metadata.PackageNotFoundError:
-        return  # a source checkout on sys.path: nothing to compare against
-    if found != _VERSION:
-        sys.exit(
-            f"fdl {_VERSION} needs flodl-core=={_VERSION}, found flodl-core=={found}; fix with: "
-            f"pip install flodl-cli=={_VERSION} flodl-core=={_VERSION}"
-        )
+        return complete(rest)
+    if g.version:
+        print(_version_text())
+        return 0
+    if g.help or command is None:
+        try:
+            project, problem = _load_project(env), None
+        except CliError as e:
+            project, problem = None, str(e)
+        print(top_help(project, problem), file=sys.stdout if g.help else sys.stderr)
+        if not g.help:
+            print("\nfdl: error: a command is required", file=sys.stderr)
+        return 0 if g.help else 2
+    return _dispatch(command, rest, env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``fdl`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    _check_core_version()
-    # `run` and `test` pass everything after them through untouched (argparse would try to
-    # interpret a forwarded `-s lint` itself).
-    if argv and argv[0] == "test":
-        return _cmd_test(argv[1:])
-    if argv and argv[0] == "run" and not (len(argv) > 1 and argv[1] in ("-h", "--help")):
-        rest = argv[1:]
-        if rest and not rest[0].startswith("-"):
-            return _cmd_run(rest[0], rest[1:])
-        return _cmd_run(None, rest)
-    args = _parser().parse_args(argv)
-    if args.command is None:
-        _parser().print_help()
-    return 0
+    try:
+        return _main(argv)
+    except UsageError as e:
+        if e.usage:
+            sys.stderr.write(e.usage)
+        print(f"fdl: error: {e}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return e.code
+    except CliError as e:
+        print(f"fdl: error: {e}", file=sys.stderr)
+        return e.code
+    except BrokenPipeError:
+        # `fdl api-ref | head`: the reader left; say nothing more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print("fdl: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        # flodl's own errors (ConfigError, DataError, ...) are expected: one line, no traceback.
+        expected = any(c.__name__ == "FlodlError" for c in type(e).__mro__)
+        if con.verbosity >= 1:
+            traceback.print_exc()
+        label = type(e).__name__
+        if expected:
+            print(f"fdl: error: {label}: {e}", file=sys.stderr)
+        else:
+            print(
+                f"fdl: internal error: {label}: {e} (run with -v for the traceback)",
+                file=sys.stderr,
+            )
+        return 1
 
 
 if __name__ == "__main__":

@@ -17,3 +17,15 @@ def find_root(start: Path | None = None) -> Path | None:
         if (folder / "noxfile.py").is_file():
             return folder
     return None
+
+
+def project_dir() -> Path:
+    """The project ``fdl`` works on: ``FDL_ROOT`` (exported by a project's ``./fdl``) when the
+    working directory is outside it, else the working directory."""
+    here = Path.cwd().resolve()
+    env = os.environ.get("FDL_ROOT")
+    if env:
+        root = Path(env).resolve()
+        if root != here and root not in here.parents:
+            return root
+    return here

@@ -1,0 +1,35 @@
+"""``fdl probe [--json]``: readiness checks, one line each (ok / warn / FAIL) with the fix;
+exit 0 when every check passes, 1 otherwise."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+
+from . import _console as con
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("probe", help="readiness checks with fixes")
+    p.description = (
+        "Readiness checks (torch, GPUs, distributed backends, packages, dashboard port)."
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ._facts import collect
+
+    f = collect()
+    if args.json:
+        print(json.dumps({"ok": not f.failed, "checks": [asdict(c) for c in f.checks]}, indent=2))
+        return 1 if f.failed else 0
+    width = max(len(c.name) for c in f.checks)
+    for c in f.checks:
+        tag = {"ok": con.green("ok  "), "warn": con.yellow("warn"), "error": con.red("FAIL")}[
+            c.level
+        ]
+        fix = f"  -> fix: {c.fix}" if c.fix else ""
+        print(f"{tag}  {c.name:<{width}}  {c.detail}{fix}")
+    return 1 if f.failed else 0
