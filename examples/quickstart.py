@@ -52,28 +52,42 @@ def main() -> float:
     loader = fc.DataLoader((x, y), batch_size=64, names=["input", "target"])
     model = build_model()
     opt = fc.Adam(model.parameters(), lr=0.01)
-    sched = fc.Warmup(fc.Cosine(0.01, total=args.epochs, min_lr=1e-4), warmup_steps=2)
+    # The schedule is applied once per epoch (steps 0 .. epochs-1). Cosine reaches min_lr at its
+    # step `total`, which comes `warmup` steps late: total = epochs - warmup - 1 puts min_lr on
+    # the last epoch.
+    warmup = 2
+    if args.epochs < warmup + 2:
+        parser.error(
+            f"--epochs must be at least {warmup + 2} (warmup {warmup} + cosine), got {args.epochs}"
+        )
+    cosine = fc.Cosine(0.01, total=args.epochs - warmup - 1, min_lr=1e-4)
+    sched = fc.Warmup(cosine, warmup_steps=warmup)
 
     monitor = Monitor(args.epochs)
     if args.serve is not None:
-        monitor.serve(args.serve)  # prints the URL; stays up until the script ends
-    model.train()
-    for epoch in range(args.epochs):
-        t0 = time.perf_counter()
-        sched.apply(opt, epoch)
-        for batch in loader.epoch(epoch):
-            loss = fc.mse_loss(model(batch["input"]), batch["target"])
-            opt.zero_grad()
-            loss.backward()
-            fc.clip_grad_norm(model.parameters(), 1.0)
-            opt.step()
-            model.record_scalar("loss", loss.item())  # batch values, averaged by flush()
-        model.record_scalar("lr", opt.lr())
-        model.flush()  # batch buffers -> one epoch value per metric (the mean)
-        monitor.log(epoch, time.perf_counter() - t0, model)  # reads model.latest_metrics()
-    monitor.finish()
+        monitor.serve(args.serve)  # prints the URL
+    # Registered now, so an interrupted run (Ctrl-C) still leaves the report of its epochs.
     report = monitor.save_html(args.out / "report.html")
+    try:
+        model.train()
+        for epoch in range(args.epochs):
+            t0 = time.perf_counter()
+            sched.apply(opt, epoch)
+            for batch in loader.epoch(epoch):
+                loss = fc.mse_loss(model(batch["input"]), batch["target"])
+                opt.zero_grad()
+                loss.backward()
+                fc.clip_grad_norm(model.parameters(), 1.0)
+                opt.step()
+                model.record_scalar("loss", loss.item())  # batch values, averaged by flush()
+            model.record_scalar("lr", opt.lr())
+            model.flush()  # batch buffers -> one epoch value per metric (the mean)
+            monitor.log(epoch, time.perf_counter() - t0, model)  # reads model.latest_metrics()
+    finally:
+        monitor.finish()  # rewrites the report: final, or partial after Ctrl-C
     print(f"  report: {report}")
+    if args.serve is not None:
+        monitor.keep_serving()  # the page stays up until Ctrl-C
     monitor.stop()
     return model.trend("loss").latest()
 

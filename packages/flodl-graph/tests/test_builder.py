@@ -27,10 +27,24 @@ def test_through_chain_matches_sequential(parity) -> None:
 
 def test_identity_start_and_empty_graph() -> None:
     x = torch.randn(3, 2)
-    g = FlowBuilder().build()
-    assert g(x) is x
+    with pytest.raises(BuildError, match=r"the graph is empty .* FlowBuilder\(nn.Identity\(\)\)"):
+        FlowBuilder().build()
+    with pytest.raises(BuildError, match="the graph is empty"):
+        FlowBuilder().input(["ctx"]).build()
+    g = FlowBuilder().through(nn.ReLU()).build()
     assert g.nodes[0].kind == "input" and g.nodes[0].module is None
-    assert FlowBuilder().through(nn.ReLU()).build()(x).equal(x.relu())
+    assert g(x).equal(x.relu())
+    assert FlowBuilder(nn.Identity()).build()(x) is x
+
+
+@pytest.mark.parametrize("method", ["build", "through", "tag"])
+def test_unfinished_loop_or_map_names_the_fix(method: str) -> None:
+    with pytest.raises(BuildError, match=r"call for_n\(n\), while_cond\(...\) or until_cond"):
+        getattr(FlowBuilder(nn.Linear(2, 2)).loop_body(nn.Linear(2, 2)), method)
+    with pytest.raises(BuildError, match=r"call each\(\), over\(tag\) or slices\(n\)"):
+        getattr(FlowBuilder(nn.Linear(2, 2)).map(nn.Linear(2, 2)), method)
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+        FlowBuilder(nn.Linear(2, 2)).loop_body(nn.Linear(2, 2)).nonsense  # noqa: B018
 
 
 def test_also_is_residual(parity) -> None:

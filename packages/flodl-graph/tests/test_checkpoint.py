@@ -84,6 +84,38 @@ def test_architecture_mismatch_raises_and_changes_nothing(model: Graph, tmp_path
     assert _requires_grad(wider) == grads
 
 
+def test_architecture_mismatch_says_what_differs(tmp_path: Path) -> None:
+    def make(act: nn.Module, width: int = 4) -> Graph:
+        return FlowBuilder(nn.Linear(2, width)).through(act).through(nn.Linear(width, 1)).build()
+
+    make(nn.ReLU()).save_checkpoint(tmp_path / "relu.fdl")
+    # Same tensors, another activation: the first differing node is named.
+    with pytest.raises(CheckpointError, match=r"first differing node \(#1\): file 'relu_2 module"):
+        make(nn.GELU()).load_checkpoint(tmp_path / "relu.fdl")
+    # Other shapes and names: listed.
+    with pytest.raises(CheckpointError) as info:
+        make(nn.ReLU(), width=8).load_checkpoint(tmp_path / "relu.fdl")
+    msg = str(info.value)
+    assert "shape mismatch: linear_1.weight (file [4, 2], model [8, 2])" in msg
+    extra = (
+        FlowBuilder(nn.Linear(2, 4))
+        .through(nn.ReLU())
+        .through(nn.Linear(4, 1))
+        .also(nn.Linear(1, 1))
+        .build()
+    )
+    with pytest.raises(CheckpointError, match=r"missing from the file: linear_4.weight"):
+        extra.load_checkpoint(tmp_path / "relu.fdl")
+
+
+def test_mismatch_without_saved_structure_points_at_parameter_free_parts(tmp_path: Path) -> None:
+    relu = FlowBuilder(nn.Linear(2, 4)).through(nn.Sequential(nn.ReLU())).build()
+    gelu = FlowBuilder(nn.Linear(2, 4)).through(nn.Sequential(nn.GELU())).build()
+    save_checkpoint(relu, tmp_path / "plain.fdl", hash=relu.structural_hash())  # no structure
+    with pytest.raises(CheckpointError, match="parameter-free structure"):
+        gelu.load_checkpoint(tmp_path / "plain.fdl")
+
+
 def test_reserved_metadata_keys_are_refused(model: Graph, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="reserved"):
         model.save_checkpoint(tmp_path / "m.fdl", metadata={"flodl.frozen": "[]"})

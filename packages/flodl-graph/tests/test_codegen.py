@@ -14,20 +14,24 @@ def test_chain_is_straight_line_with_early_frees() -> None:
     assert g.code == (
         "def forward(self, x):\n"
         "    _m = self._modules\n"
-        "    linear_1 = _m['linear_1'](x)\n"
-        "    del x\n"
-        "    relu_2 = _m['relu_2'](linear_1)\n"
-        "    del linear_1\n"
-        "    linear_3 = _m['linear_3'](relu_2)\n"
-        "    del relu_2\n"
-        "    return linear_3\n"
+        "    try:\n"
+        "        linear_1 = _m['linear_1'](x)\n"
+        "        del x\n"
+        "        relu_2 = _m['relu_2'](linear_1)\n"
+        "        del linear_1\n"
+        "        linear_3 = _m['linear_3'](relu_2)\n"
+        "        del relu_2\n"
+        "        return linear_3\n"
+        "    except Exception as _e:\n"
+        "        _note(self, _e)\n"
+        "        raise\n"
     )
 
 
 def test_composites_emitted_as_code() -> None:
     g = (FlowBuilder().loop_body(nn.Linear(2, 2)).for_n(3)
          .gate(SoftmaxRouter(2, 2), [nn.Linear(2, 2), nn.Linear(2, 2)]).build())  # fmt: skip
-    assert "for _ in range(3):\n        loop_2 = _b_loop_2(loop_2)" in g.code
+    assert "for _ in range(3):\n            loop_2 = _b_loop_2(loop_2)" in g.code
     assert "torch.stack((_g_gate_3e['0'](loop_2), _g_gate_3e['1'](loop_2)), -1)" in g.code
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import linecache
 import pickle
 
 import pytest
@@ -89,10 +90,13 @@ def test_code_is_readable_source() -> None:
     # tracebacks point into the generated source
     tb = info.value.__traceback__
     while tb.tb_next:
-        if tb.tb_frame.f_code.co_filename.startswith("<flodl-graph"):
+        if tb.tb_frame.f_code is g._forward_fn.__code__:
             break
         tb = tb.tb_next
-    assert tb.tb_frame.f_code.co_filename.startswith("<flodl-graph")
+    assert tb.tb_frame.f_code is g._forward_fn.__code__
+    assert linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip() == (
+        "linear_1 = _m['linear_1'](x)"
+    )
 
 
 # -- forward refs -----------------------------------------------------------------------------
@@ -300,6 +304,25 @@ def test_structural_hash_is_structure_only() -> None:
     assert make(5).structural_hash() != h  # shapes are
     untagged = FlowBuilder(nn.Linear(2, 4)).through(nn.Linear(4, 1)).build()
     assert untagged.structural_hash() != h  # tags are
+
+
+def test_structural_hash_sees_parameter_free_modules() -> None:
+    """ReLU -> GELU changes the architecture although no parameter changes: a checkpoint of
+    the one must not load silently into the other."""
+
+    def on_stream(act: nn.Module) -> Graph:
+        return FlowBuilder(nn.Linear(2, 4)).through(act).through(nn.Linear(4, 1)).build()
+
+    def inside(act: nn.Module) -> Graph:
+        return FlowBuilder(nn.Sequential(nn.Linear(2, 4), act)).through(nn.Linear(4, 1)).build()
+
+    def merged(op: str) -> Graph:
+        return FlowBuilder(nn.Linear(2, 4)).split([nn.ReLU(), nn.Tanh()]).merge(op).build()
+
+    assert on_stream(nn.ReLU()).structural_hash() != on_stream(nn.GELU()).structural_hash()
+    assert inside(nn.ReLU()).structural_hash() != inside(nn.GELU()).structural_hash()
+    assert inside(nn.ReLU()).structural_hash() == inside(nn.ReLU()).structural_hash()
+    assert merged("add").structural_hash() != merged("mean").structural_hash()
 
 
 def test_profiling_records_node_and_level_times() -> None:

@@ -36,7 +36,9 @@ def test_stall_after_patience_and_rearm_on_improvement() -> None:
     assert [a.kind for a in stalled] == ["stalled"]
     assert "not improved for 3 epochs (best 1.0000 at epoch 1)" in stalled[0].message
     assert w.check(4, {"loss": 1.1}) == []  # still stalled: not repeated
-    assert w.check(5, {"loss": 0.5}) == []  # improved: re-armed
+    (back,) = w.check(5, {"loss": 0.5})  # improved: reported once, and re-armed
+    assert back.kind == "recovered" and back.message == "loss improved again to 0.5000 at epoch 6"
+    assert w.check(6, {"loss": 0.4}) == []  # improving further is not news
     for e in range(6, 8):
         assert w.check(e, {"loss": 0.6}) == []
     assert [a.kind for a in w.check(8, {"loss": 0.6})] == ["stalled"]

@@ -243,3 +243,27 @@ def test_context_manager_finishes(caplog: pytest.LogCaptureFixture) -> None:
         m.log(0, 0.1, {"loss": 1.0})
     assert "training complete" in out.getvalue()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_keep_serving_waits_then_stops() -> None:
+    out = io.StringIO()
+    m = Monitor(2, stream=out, resources=False)
+    m.keep_serving(timeout=0.01)  # no server: returns at once
+    url = m.serve(0)
+    m.log(0, 0.1, {"loss": 1.0})
+    m.keep_serving(timeout=0.2)
+    assert m.url is None  # stopped after the wait
+    assert f"dashboard still serving at {url} for 0.2 s; press Ctrl-C to stop" in out.getvalue()
+
+
+def test_ctrl_c_mid_run_writes_the_partial_report(tmp_path: Path) -> None:
+    out = io.StringIO()
+    report = tmp_path / "run.html"
+    with pytest.raises(KeyboardInterrupt), Monitor(5, stream=out, resources=False) as m:
+        m.save_html(report)
+        m.log(0, 0.1, {"loss": 1.0})
+        m.log(1, 0.1, {"loss": 0.5})
+        raise KeyboardInterrupt
+    assert "interrupted (Ctrl-C): writing the partial report" in out.getvalue()
+    html = report.read_text()
+    assert '"complete":{"epochs":2' in html

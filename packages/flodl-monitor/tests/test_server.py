@@ -224,3 +224,34 @@ async def test_a_client_that_falls_behind_is_dropped_not_buffered(aiohttp_client
     assert slow not in hub.epoch_clients  # dropped at once, its backlog freed
     rest = await asyncio.wait_for(resp.content.read(), 5)
     assert rest == b""  # the stream ends; the browser reconnects and replays the history
+
+
+async def test_favicon_is_answered_and_404_lists_every_route(aiohttp_client: Any) -> None:
+    client = await aiohttp_client(_monitor().app())
+    assert (await client.get("/favicon.ico")).status == 204
+    body = await (await client.get("/nope")).json()
+    for route in ("/", "/events", "/api/history", "/graph.svg", "/paths", "/node?path=",
+                  "/history?path=&n=", "/stream?path=&n=", "/favicon.ico"):  # fmt: skip
+        assert route in body["error"]
+
+
+async def test_identity_reaches_a_page_opened_before_the_first_log(aiohttp_client: Any) -> None:
+    import torch
+
+    m = _monitor()
+    client = await aiohttp_client(m.app())
+    page = await (await client.get("/")).text()
+    assert '"hash":null' in page  # nothing known yet when the page was rendered
+    resp = await client.get("/events")
+
+    class Observed(torch.nn.Linear):
+        def latest_metrics(self) -> dict[str, float]:
+            return {"loss": 1.0}
+
+    m.log(0, 0.1, Observed(2, 3))
+    frames = await _frames(resp, "epoch")
+    ident = dict(frames)["identity"]
+    assert ident["parameters"]["total"] == 9
+    # A page that joins later gets it in the replay.
+    late = await _frames(await client.get("/events"), "epoch")
+    assert dict(late)["identity"] == ident

@@ -39,7 +39,9 @@ def test_round_trip_params_and_buffers(
     save_checkpoint(src, path)
     params_before = list(dst.parameters())
     report = load_checkpoint(dst, path)
-    assert report == LoadReport(loaded=net_names, skipped=[], missing=[], metadata={})
+    assert report == LoadReport(
+        loaded=net_names, skipped=[], missing=[], metadata={}, verified=True
+    )
     assert state_bytes(dst) == state_bytes(src)
     assert dst.bn.num_batches_tracked.item() == 1
     # values are copied into the existing tensors: optimizers keep valid references
@@ -262,8 +264,8 @@ def test_gz_path_holding_plain_data(
 
 def test_duplicate_entries(tmp_path: Path, state_bytes: Any) -> None:
     data = bytearray(good_bytes(tmp_path, nn.Linear(2, 2, bias=False)))
-    entry = data[44:]
-    data[40:44] = struct.pack("<I", 2)
+    entry = data[44:]  # weight, then the metadata entry
+    data[40:44] = struct.pack("<I", 4)
     path = tmp_path / "d.fdl"
     path.write_bytes(bytes(data + entry))
     assert_refused(nn.Linear(2, 2, bias=False), path, "duplicate entry name 'weight'", state_bytes)
@@ -300,3 +302,16 @@ def test_values_move_to_the_model_device(
     load_checkpoint(dst, path)
     assert dst.fc.weight.device.type == "cuda" and dst.fc.weight.dtype is torch.float16
     assert torch.equal(dst.fc.weight.cpu(), src.fc.weight.cpu().half())
+
+
+def test_swapped_arguments_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "m.fdl"
+    save_checkpoint(nn.Linear(2, 2), path)
+    with pytest.raises(ConfigError, match=r"swapped .* load_checkpoint\(model, path\)"):
+        load_checkpoint(str(path), nn.Linear(2, 2))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"swapped .* save_checkpoint\(model, path\)"):
+        save_checkpoint(path, nn.Linear(2, 2))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"module must be a torch\.nn\.Module, got dict"):
+        load_checkpoint({}, path)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"path must be a str or os\.PathLike, got int"):
+        load_checkpoint(nn.Linear(2, 2), 3)  # type: ignore[arg-type]

@@ -112,3 +112,11 @@ def test_bad_source_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="unsupported checkpoint version 7"):
         migrate_checkpoint(src, tmp_path / "b.fdl", nn.Linear(2, 2))
     assert os.listdir(tmp_path) == ["a.fdl"]
+
+
+def test_migrated_file_carries_checksums(tmp_path: Path) -> None:
+    src, dst = tmp_path / "a.fdl", tmp_path / "b.fdl"
+    save_checkpoint(nn.Linear(3, 2), src, metadata={"k": "v"})
+    migrate_checkpoint(src, dst, nn.Linear(3, 2))
+    report = load_checkpoint(nn.Linear(3, 2), dst)
+    assert report.verified and report.metadata == {"k": "v"}

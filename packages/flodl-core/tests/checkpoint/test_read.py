@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from flodl_core.checkpoint import save_checkpoint
+from flodl_core import CheckpointError, ConfigError
+from flodl_core.checkpoint import load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from flodl_core.checkpoint._format import DType
 from flodl_core.checkpoint._read import read_checkpoint, read_header
 
@@ -48,4 +49,53 @@ def test_header_only(tmp_path: Path) -> None:
     save_checkpoint(nn.Linear(3, 2), path)
     data = gzip.decompress(path.read_bytes())
     path.write_bytes(gzip.compress(data[:44]))  # entries gone: the header alone still reads
-    assert read_header(path).count == 2
+    assert read_header(path).count == 3  # weight, bias, the metadata entry
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    out = bytearray(data)
+    out[at] ^= 0x01
+    return bytes(out)
+
+
+@pytest.mark.parametrize("suffix", [".fdl", ".fdl.gz"])
+def test_a_flipped_data_byte_is_caught(tmp_path: Path, suffix: str) -> None:
+    model = nn.Linear(3, 2)
+    plain = tmp_path / "ok.fdl"
+    save_checkpoint(model, plain)
+    data = plain.read_bytes()
+    # The first byte of the weight's data: header 44 + name len 4 + "weight" 6 + ndim 4 + 2 dims
+    # 16 + tag 1 + byte count 8.
+    bad = _flip(data, 44 + 4 + 6 + 4 + 16 + 1 + 8)
+    path = tmp_path / f"bad{suffix}"
+    path.write_bytes(gzip.compress(bad) if suffix.endswith(".gz") else bad)
+    before = model.weight.detach().clone()
+    with pytest.raises(CheckpointError, match=r"entry 'weight' is corrupt: CRC32 .* backup"):
+        load_checkpoint(model, path)
+    assert torch.equal(model.weight.detach(), before)  # nothing applied
+
+
+def test_checksums_are_checked_and_hidden(tmp_path: Path) -> None:
+    path = tmp_path / "m.fdl"
+    save_checkpoint(nn.Linear(3, 2), path, metadata={"k": "v"})
+    assert read_checkpoint(path).verified
+    assert not read_checkpoint(path, with_data=False).verified  # data skipped: nothing checked
+    assert read_checkpoint_metadata(path) == {"k": "v"}  # the table stays internal
+    report = load_checkpoint(nn.Linear(3, 2), path)
+    assert report.verified and report.metadata == {"k": "v"}
+    assert str(report) == "loaded 2 tensor(s), skipped 0, missing 0; integrity: verified (CRC32)"
+
+
+def test_metadata_cannot_use_the_checksum_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"'flodl\.crc32' is reserved"):
+        save_checkpoint(nn.Linear(3, 2), tmp_path / "m.fdl", metadata={"flodl.crc32": "{}"})
+
+
+def test_a_checksum_table_that_does_not_list_the_entries(tmp_path: Path) -> None:
+    path = tmp_path / "m.fdl"
+    save_checkpoint(nn.Linear(3, 2), path)
+    # Renaming an entry in place ("weight" -> "weighT") leaves the table naming the old name.
+    data = path.read_bytes().replace(b"weight", b"weighT", 1)
+    path.write_bytes(data)
+    with pytest.raises(CheckpointError, match=r"no checksum for \['weighT'\]"):
+        read_checkpoint(path)

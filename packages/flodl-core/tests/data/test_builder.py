@@ -34,7 +34,7 @@ def test_builder_defaults_match_the_constructor() -> None:
     data = (torch.randn(20, 2),)
     built = DataLoader.from_batch_dataset(data).batch_size(3).build()
     direct = DataLoader(data, batch_size=3)
-    assert built.is_resident and built.drop_last and built.shuffle and built.seed == 42
+    assert built.is_resident and not built.drop_last and built.shuffle and built.seed == 42
     assert list(built.epoch(1)) == list(direct.epoch(1))
 
 

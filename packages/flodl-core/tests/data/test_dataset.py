@@ -124,3 +124,53 @@ def test_check_fields_errors() -> None:
         check_fields([torch.zeros(2), 3], idx, None)
     with pytest.raises(ShapeError, match=r"shape \(3,\) for 2 indices; expected \(2, ...\)"):
         check_fields([torch.zeros(3)], idx, None)
+
+
+@pytest.mark.parametrize(
+    "indices",
+    [
+        [3, 0, 4],
+        (3, 0, 4),
+        range(3, 5),
+        np.array([3, 0, 4]),
+        np.array([3, 0], dtype=np.int32),
+        torch.tensor([3, 0, 4]),
+        torch.tensor([3, 0], dtype=torch.int32),
+    ],
+)
+def test_get_batch_accepts_lists_arrays_and_int_tensors(indices: object) -> None:
+    x = torch.arange(10.0).reshape(5, 2)
+    ds = TensorDataSet(x, torch.arange(5))
+    want = list(indices.tolist() if hasattr(indices, "tolist") else indices)  # type: ignore[union-attr]
+    xs, ys = ds.get_batch(indices)  # type: ignore[arg-type]
+    assert ys.tolist() == want and torch.equal(xs, x[want])
+
+
+@pytest.mark.parametrize(
+    ("indices", "match"),
+    [
+        (torch.tensor([[0, 1]]), r"indices must be 1-D .* got shape \(1, 2\); flatten"),
+        (torch.tensor(1), r"must be 1-D .* got shape \(\)"),
+        (torch.tensor([0.0, 1.0]), r"integer tensor, got dtype torch.float32; convert with .long"),
+        (torch.tensor([True, False]), r"integer tensor, got dtype torch.bool"),
+        ([0, 1.5], r"indices must be ints, got float 1.5"),
+        ([0, True], r"indices must be ints, got bool True"),
+        (np.array([0.0]), r"a numpy array of float64"),
+        ([0, 5], r"index 5 is out of range for 5 samples; positions go from 0 to 4"),
+        ([-1], r"index -1 is out of range .* \(negative positions are not accepted\)"),
+        ("0,1", r"got str"),
+    ],
+)
+def test_get_batch_rejects_bad_indices(indices: object, match: str) -> None:
+    ds = TensorDataSet(torch.zeros(5, 2))
+    with pytest.raises(DataError, match=match):
+        ds.get_batch(indices)  # type: ignore[arg-type]
+
+
+def test_tensor_dataset_item_access_and_repr() -> None:
+    ds = TensorDataSet(torch.zeros(4, 2), torch.arange(4))
+    assert repr(ds) == "TensorDataSet(4 samples; 0: (2,) float32, 1: () int64)"
+    x, y = ds[2]
+    assert x.shape == (2,) and int(y) == 2
+    with pytest.raises(TypeError, match=r"takes an int position, got slice; use get_batch"):
+        ds[0:2]  # type: ignore[index]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -60,7 +61,7 @@ def epochs(loader: DataLoader, *ks: int) -> list[list[Batch]]:
 
 def test_resident_batches_follow_the_seeded_permutation() -> None:
     x, y = tensors()
-    loader = DataLoader((x, y), batch_size=8, names=["image", "label"])
+    loader = DataLoader((x, y), batch_size=8, names=["image", "label"], drop_last=True)
     assert loader.is_resident and len(loader) == 6 == loader.num_batches
     perm = torch.randperm(50, generator=torch.Generator().manual_seed(42 + 2))
     for b, batch in enumerate(loader.epoch(2)):
@@ -87,13 +88,26 @@ def test_no_shuffle_keeps_dataset_order() -> None:
     assert labels == [list(range(i, i + 5)) for i in range(0, 20, 5)]
 
 
-def test_drop_last() -> None:
+def test_drop_last(caplog: pytest.LogCaptureFixture) -> None:
     x, y = tensors(50)
-    kept = DataLoader((x, y), batch_size=8, drop_last=False)
+    with caplog.at_level(logging.WARNING, logger="flodl.data"):
+        kept = DataLoader((x, y), batch_size=8)  # the default keeps every sample, as in torch
+    assert not caplog.records
+    assert not kept.drop_last
     assert kept.num_batches == 7 and [len(b[0]) for b in kept.epoch(0)][-1] == 2
     seen = torch.cat([b[1] for b in kept.epoch(0)])
     assert torch.equal(seen.sort().values, y)
-    dropped = DataLoader((x, y), batch_size=8)
+    with caplog.at_level(logging.WARNING, logger="flodl.data"):
+        dropped = DataLoader((x, y), batch_size=8, drop_last=True)
+    assert "drop_last=True leaves out 2 of 50 samples every epoch" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="flodl.data"):
+        DataLoader((x, y), batch_size=8, drop_last=True, shuffle=False)
+    assert "always the same (shuffle=False) last 2" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="flodl.data"):
+        DataLoader((x, y), batch_size=10, drop_last=True)  # nothing left over: nothing to say
+    assert not caplog.records
     assert dropped.drop_last and dropped.num_batches == 6
     assert all(len(b[0]) == 8 for b in dropped.epoch(0))
     assert torch.equal(torch.cat([b[1] for b in dropped.epoch(4)]), dropped.indices(4))
@@ -183,7 +197,10 @@ def test_other_errors_while_going_resident_propagate() -> None:
         (dict(batch_size=4, names="xy"), "names must be a list of strings"),
         (dict(batch_size=4, names=["x"]), r"1 names \['x'\] given for a dataset of 2 fields"),
         (dict(batch_size=4, names=["x", "x"]), "given twice"),
-        (dict(batch_size=51), "50 samples with batch_size 51 and drop_last=True give no batch"),
+        (
+            dict(batch_size=51, drop_last=True),
+            "50 samples with batch_size 51 and drop_last=True give no batch",
+        ),
         (dict(batch_size=4, device="nope"), "unknown device 'nope'"),
     ],
 )
@@ -229,7 +246,7 @@ def test_small_last_batch_is_kept_for_evaluation() -> None:
 def test_repr_and_properties() -> None:
     loader = DataLoader(tensors(), batch_size=8, names=["x", "y"])
     assert repr(loader) == (
-        "DataLoader(resident on cpu, 50 samples, batch_size=8, 6 batches, names=['x', 'y'])"
+        "DataLoader(resident on cpu, 50 samples, batch_size=8, 7 batches, names=['x', 'y'])"
     )
     assert loader.device == torch.device("cpu") and loader.seed == 42 and loader.shuffle
     assert loader.per_sample_bytes == 3 * 4 * 4 + 8 and loader.dataset_bytes == 50 * 56
@@ -285,7 +302,7 @@ def test_explicit_ranges_and_streaming_shards_agree() -> None:
 )
 def test_bad_shards(call: Any, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        call(DataLoader(tensors(50), batch_size=4))
+        call(DataLoader(tensors(50), batch_size=4, drop_last=True))
 
 
 @pytest.mark.gpu

@@ -409,13 +409,23 @@ class FlowBuilder:
     def build(self) -> Graph:
         """Check the recorded graph, resolve it once and return the :class:`Graph`.
 
-        Raises :class:`~flodl_core.BuildError` listing every problem found.
+        Raises :class:`~flodl_core.BuildError` listing every problem found. A builder with no
+        node at all (``FlowBuilder().build()``) is an error rather than a silent identity: add
+        a module (``FlowBuilder(m)`` or ``.through(m)``), or use ``torch.nn.Identity``.
         """
         from ._graph import Graph
         from ._plan import resolve
 
         if self._built:
             raise BuildError(["build(): this builder was already built; make a new FlowBuilder"])
+        if all(n.kind == "input" for n in self._nodes.values()) and not self._errors:
+            raise BuildError(
+                [
+                    "build(): the graph is empty (FlowBuilder() with no node); start it with "
+                    "FlowBuilder(module) or add .through(module) before build(); for a "
+                    "deliberate identity use FlowBuilder(nn.Identity())"
+                ]
+            )
         plan, errors = resolve(self)
         if errors or plan is None:
             raise BuildError(errors)

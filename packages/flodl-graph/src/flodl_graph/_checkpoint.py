@@ -6,7 +6,9 @@ path ends in ``.gz``) whose header carries the graph's structural hash, plus met
 - ``flodl.frozen``: JSON list of the parameter names that had ``requires_grad=False``. Loading
   restores exactly that set, so resuming after an unfreeze does not silently re-freeze (or
   forget to re-freeze) part of the model;
-- ``flodl.label`` and ``flodl.hash``: what was saved, for humans and error messages.
+- ``flodl.label`` and ``flodl.hash``: what was saved, for humans and error messages;
+- ``flodl.structure``: JSON list, one line per node (see ``structure_lines``), so loading into
+  another architecture says which node differs first, not only that two hashes differ.
 
 Every load reads and checks the whole file before the model is touched: on any error nothing
 changes (weights, buffers and the frozen set alike).
@@ -30,6 +32,8 @@ from flodl_core.checkpoint import (
     save_checkpoint,
 )
 
+from ._hash import structure_lines
+
 if TYPE_CHECKING:
     from ._graph import Graph
 
@@ -38,6 +42,7 @@ __all__ = ["FROZEN_KEY", "load_graph", "load_subgraph", "save_graph"]
 FROZEN_KEY = "flodl.frozen"
 LABEL_KEY = "flodl.label"
 HASH_KEY = "flodl.hash"
+STRUCTURE_KEY = "flodl.structure"
 _RESERVED = "flodl."
 
 logger = logging.getLogger("flodl.graph")
@@ -62,6 +67,7 @@ def save_graph(
     meta[FROZEN_KEY] = json.dumps([n for n, req in _all_param_names(g) if not req])
     meta[LABEL_KEY] = g.label or ""
     meta[HASH_KEY] = h
+    meta[STRUCTURE_KEY] = json.dumps(structure_lines(g))
     save_checkpoint(g, path, hash=h, metadata=meta)
 
 
@@ -83,11 +89,69 @@ def _frozen_from(meta: Mapping[str, str], source: str) -> set[str] | None:
     return set(names)
 
 
+def _list(names: list[str], limit: int = 8) -> str:
+    more = f", ... ({len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def describe_mismatch(g: Graph, source: str, meta: Mapping[str, str], file_hash: str) -> str:
+    """Why the file at ``source`` is not a checkpoint of ``g``: tensors that differ by name or
+    shape, and the first node whose structure differs (from the saved structure lines)."""
+    expected = g.structural_hash()
+    saved_as = meta.get(LABEL_KEY) or "(unlabeled)"
+    lines = [
+        f"checkpoint {source}: architecture mismatch: it was saved from graph {saved_as!r} "
+        f"(hash {file_hash[:8]}), this graph {g.label or '(unlabeled)'!r} has hash {expected[:8]}"
+    ]
+    file_shapes = {k.name: list(k.shape) for k in checkpoint_keys(source)}
+    model_shapes = {n: list(t.shape) for n, t in g.state_dict().items()}
+    missing = [n for n in model_shapes if n not in file_shapes]
+    unexpected = [n for n in file_shapes if n not in model_shapes]
+    shapes = [
+        f"{n} (file {file_shapes[n]}, model {model_shapes[n]})"
+        for n in model_shapes
+        if n in file_shapes and file_shapes[n] != model_shapes[n]
+    ]
+    if missing:
+        lines.append(f"missing from the file: {_list(missing)}")
+    if unexpected:
+        lines.append(f"unexpected in the file: {_list(unexpected)}")
+    if shapes:
+        lines.append(f"shape mismatch: {_list(shapes)}")
+    try:
+        saved = json.loads(meta[STRUCTURE_KEY]) if STRUCTURE_KEY in meta else None
+    except json.JSONDecodeError:
+        saved = None
+    if isinstance(saved, list):
+        ours = structure_lines(g)
+        for i, (a, b) in enumerate(zip(saved, ours, strict=False)):
+            if a != b:
+                lines.append(f"first differing node (#{i}): file {a!r}, model {b!r}")
+                break
+        else:
+            if len(saved) != len(ours):
+                lines.append(f"node count differs: file {len(saved)}, model {len(ours)}")
+    elif not (missing or unexpected or shapes):
+        lines.append(
+            "every tensor name and shape matches, so the difference is in parameter-free "
+            "structure (an activation, a merge op, the wiring or the tags)"
+        )
+    lines.append(
+        "load it into the model that saved it, or use load_checkpoint(model, path, strict=False) "
+        "from flodl_core.checkpoint to load matching tensors by name without the check"
+    )
+    return "; ".join(lines)
+
+
 def load_graph(g: Graph, path: str | os.PathLike[str], strict: bool = True) -> LoadReport:
     """Load into ``g`` (hash checked) and restore the saved frozen set on what was loaded."""
     source = os.fspath(path)
     # Validate the metadata first: once load_checkpoint returns, the weights are in.
-    frozen = _frozen_from(read_checkpoint_metadata(source), source)
+    meta = read_checkpoint_metadata(source)
+    frozen = _frozen_from(meta, source)
+    file_hash = checkpoint_hash(source)
+    if file_hash is not None and file_hash != g.structural_hash():
+        raise CheckpointError(describe_mismatch(g, source, meta, file_hash))
     report = load_checkpoint(g, source, strict=strict, expected_hash=g.structural_hash())
     if frozen is not None:
         loaded = set(report.loaded)

@@ -9,23 +9,45 @@ profiling variant runs the same statements in level order and times every node a
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 import linecache
+import os
+import re
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
 import torch
 
+from ._annotate import note_failure
 from ._spec import MergeOp, NodeInfo, Plan
 from .nodes._runtime import halt, has_reset, map_each, map_slices, supports_refs, switch_index
 
 ENTRY_PARAM = "x"
-_serial = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A generated forward: its source, and which node each source line (1-based) computes."""
+
+    source: str
+    line_nodes: dict[int, str]
+    node_args: dict[str, tuple[str, ...]]  # node id -> the local names it reads
 
 
 def _sync() -> None:
     torch.cuda.synchronize()
+
+
+def describe_value(v: Any) -> str:
+    """A node output as the summary shows it: ``[3, 16]`` for a tensor."""
+    if isinstance(v, torch.Tensor):
+        return str(list(v.shape))
+    if isinstance(v, (list, tuple)):
+        return "(" + ", ".join(describe_value(x) for x in v) + ")"
+    return type(v).__name__
 
 
 _GLOBALS: dict[str, Any] = {
@@ -36,6 +58,8 @@ _GLOBALS: dict[str, Any] = {
     "_map_slices": map_slices,
     "_ns": perf_counter_ns,
     "_sync": _sync,
+    "_note": note_failure,
+    "_describe": describe_value,
 }
 
 
@@ -161,25 +185,36 @@ class _Emitter:
         used += [self.var[self.plan.tags[r]] for r in node.refs if r not in node.forward_refs]
         return used
 
-    def emit(self, order: list[str], profile: bool) -> str:
+    def emit(self, order: list[str], profile: bool, record: bool = False) -> Generated:
         plan = self.plan
         params = ", ".join(["self", ENTRY_PARAM, *plan.input_names])
         out = [f"def forward({params}):"]
-        body: list[str] = ["_m = self._modules"]
+        head: list[str] = ["_m = self._modules"]
         if plan.tags:
-            body += ["_tg = self._tagged", "_tg.clear()"]
+            head += ["_tg = self._tagged", "_tg.clear()"]
         if plan.state_tags:
-            body.append("_st = self._state")
+            head.append("_st = self._state")
             # Forward refs read the previous call's values before anything is written.
-            body += [f"{self.fr[t]} = _st[{t!r}]" for t in plan.state_tags]
+            head += [f"{self.fr[t]} = _st[{t!r}]" for t in plan.state_tags]
         if profile:
-            body += [
+            head += [
                 "_nt = self._node_times",
                 "_nt.clear()",
                 "_lt = self._level_times",
                 "_lt.clear()",
                 f"_cuda = getattr({ENTRY_PARAM}, 'is_cuda', False)",
             ]
+        if record:  # Graph.summary: every node's output, described, into self._shape_log
+            head.append("_sh = self._shape_log")
+        # body[i] is emitted inside the try block; owner[i] is the node it computes (if any),
+        # which is how an exception is traced back to its node.
+        body: list[str] = []
+        owner: list[str | None] = []
+
+        def add(lines: list[str], nid: str | None) -> None:
+            body.extend(lines)
+            owner.extend([nid] * len(lines))
+
         last_use: dict[str, int] = {}
         for i, nid in enumerate(order):
             for u in self.uses(self.by_id[nid]):
@@ -192,6 +227,8 @@ class _Emitter:
             v = self.var[nid]
             lines += [f"_tg[{t!r}] = {v}" for t in node.tags]
             lines += [f"_st[{t!r}] = {v}" for t in node.tags if t in plan.state_tags]
+            if record:
+                lines.append(f"_sh[{nid!r}] = _describe({v})")
             dead = [u for u, last in last_use.items() if last == i and u != output]
             if v not in last_use and v != output and node.kind != "input":
                 dead.append(v)
@@ -199,44 +236,99 @@ class _Emitter:
                 first = i == 0 or level_of[order[i - 1]] != level_of[nid]
                 last = i == len(order) - 1 or level_of[order[i + 1]] != level_of[nid]
                 if first:
-                    body.append("_tl = _ns()")
+                    add(["_tl = _ns()"], None)
                 if node.kind != "input":
-                    body += [
-                        f"# {nid}",
-                        "_t = _ns()",
-                        *lines,
-                        "if _cuda:",
-                        "    _sync()",
-                        f"_nt[{nid!r}] = _ns() - _t",
-                    ]
+                    add([f"# {nid}", "_t = _ns()"], None)
+                    add(lines, nid)
+                    add(["if _cuda:", "    _sync()", f"_nt[{nid!r}] = _ns() - _t"], None)
                 else:
-                    body += lines
+                    add(lines, nid)
                 if dead:
-                    body.append(f"del {', '.join(dict.fromkeys(dead))}")
+                    add([f"del {', '.join(dict.fromkeys(dead))}"], None)
                 if last:
-                    body.append("_lt.append(_ns() - _tl)")
+                    add(["_lt.append(_ns() - _tl)"], None)
             else:
-                body += lines
+                add(lines, nid)
                 if dead:
-                    body.append(f"del {', '.join(dict.fromkeys(dead))}")
-        body.append(f"return {output}")
-        out += [f"    {line}" for line in body]
-        return "\n".join(out) + "\n"
+                    add([f"del {', '.join(dict.fromkeys(dead))}"], None)
+        add([f"return {output}"], None)
+        out += [f"    {line}" for line in head]
+        # A try block costs nothing until something raises (zero-cost exceptions, 3.11+); the
+        # handler only attaches a note naming the node, then re-raises the same exception.
+        out.append("    try:")
+        lines_of: dict[int, str] = {}
+        for line, nid in zip(body, owner, strict=True):
+            out.append(f"        {line}")
+            if nid is not None:
+                lines_of[len(out)] = nid
+        out += ["    except Exception as _e:", "        _note(self, _e)", "        raise"]
+        args = {n.id: tuple(self.uses(n)) for n in plan.nodes if n.kind != "input"}
+        return Generated("\n".join(out) + "\n", lines_of, args)
 
 
-def generate(plan: Plan, profile: bool = False) -> str:
-    """The source of ``forward(self, x, *aux_inputs)`` for ``plan``."""
+def generate(plan: Plan, profile: bool = False, record: bool = False) -> Generated:
+    """The source of ``forward(self, x, *aux_inputs)`` for ``plan``, with its line -> node map.
+
+    ``record`` adds, after each node, a line storing a description of its output (its shape)
+    in ``self._shape_log``: the variant :meth:`Graph.summary` runs once.
+    """
     em = _Emitter(plan)
     if profile:
         order = [nid for level in plan.levels for nid in level]
     else:
         order = [n.id for n in plan.nodes]
-    return em.emit(order, profile)
+    return em.emit(order, profile, record)
+
+
+def _source_dir() -> str | None:
+    """A private per-user folder for generated sources, or None when none can be made."""
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    path = os.path.join(tempfile.gettempdir(), f"flodl-graph-{uid}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
+def _source_file(source: str, label: str | None) -> str | None:
+    """The generated source written to a real file named by its content (written once).
+
+    Python 3.11's default excepthook prints an uncaught exception's source lines by opening the
+    frame's file (``linecache`` is not consulted), so code compiled from a string would show no
+    line; a real file makes every traceback show the generated statement that failed.
+    """
+    folder = _source_dir()
+    if folder is None:
+        return None
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    stem = re.sub(r"[^A-Za-z0-9_]+", "_", label or "graph")[:40]
+    path = os.path.join(folder, f"forward_{stem}_{digest}.py")
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == source:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old or the whole file
+    except OSError:
+        return None
+    return path
 
 
 def compile_forward(source: str, label: str | None) -> Callable[..., Any]:
-    """Compile ``source`` once; register it with ``linecache`` so tracebacks show the lines."""
-    filename = f"<flodl-graph {label or 'graph'} #{next(_serial)}>"
+    """Compile ``source`` once, under a file name that tracebacks can show lines from.
+
+    The source also goes into ``linecache`` (with no mtime, so ``checkcache`` keeps it): the
+    ``traceback`` module and debuggers find the lines even if the file is later removed.
+    """
+    path = _source_file(source, label)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    filename = path or f"<flodl-graph {label or 'graph'} {digest}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = dict(_GLOBALS)
     exec(compile(source, filename, "exec"), namespace)

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from flodl_core import ConfigError, PathError
 
 from ._codegen import compile_forward, generate
+from ._describe import print_summary, render_structure
 from ._hash import structural_hash
 from ._observe import ObserveMixin
 from ._spec import NodeInfo, Plan
@@ -89,9 +90,11 @@ class Graph(TreeMixin, ObserveMixin, VizMixin, nn.Module):
     # -- the generated forward -----------------------------------------------------------------
 
     def _install(self) -> None:
-        source = generate(self._plan, profile=self._profiling)
-        fn = compile_forward(source, self._plan.label)
-        self._code = source
+        generated = generate(self._plan, profile=self._profiling)
+        fn = compile_forward(generated.source, self._plan.label)
+        self._generated = generated
+        self._node_index = {n.id: n for n in self._plan.nodes}
+        self._code = generated.source
         self._forward_fn = fn
         # An instance attribute: nn.Module.__call__ finds it before the class-level forward.
         self.forward = types.MethodType(fn, self)
@@ -237,7 +240,7 @@ class Graph(TreeMixin, ObserveMixin, VizMixin, nn.Module):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("forward", "_forward_fn"):
+        for key in ("forward", "_forward_fn", "_generated", "_node_index"):
             state.pop(key, None)
         state["_tagged"] = {}
         state["_state"] = {k: None if v is None else v.detach() for k, v in self._state.items()}
@@ -249,3 +252,22 @@ class Graph(TreeMixin, ObserveMixin, VizMixin, nn.Module):
 
     def extra_repr(self) -> str:
         return f"label={self.label!r}" if self.label else ""
+
+    def __repr__(self) -> str:
+        """The structure, node by node (see :func:`print`): kinds, modules, inputs, tags."""
+        return render_structure(self)
+
+    def summary(
+        self,
+        input_shape: Any,
+        print_fn: Callable[[str], Any] = print,
+        **inputs: Any,
+    ) -> None:
+        """Print each node's output shape and parameter count, from one forward on zeros.
+
+        ``input_shape``: the shape of ``x`` with its batch dimension, e.g. ``(1, 784)``, or an
+        example tensor (integer token ids, say). Auxiliary inputs go by name as shapes or
+        tensors. The forward runs in eval mode without gradients; training flags, carried
+        state and tagged values are restored afterwards, so the model is left as it was.
+        """
+        print_summary(self, input_shape, inputs, print_fn)

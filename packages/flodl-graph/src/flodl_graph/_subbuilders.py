@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
+from flodl_core import BuildError
+
 from .nodes._loop import Loop, LoopMode
 from .nodes._map import Map, MapMode
 
@@ -16,6 +18,16 @@ if TYPE_CHECKING:
 
 def _count_ok(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _unfinished(call: str, finishers: str, name: str) -> BuildError:
+    """The error for a FlowBuilder method called on a sub-builder that was never finished."""
+    return BuildError(
+        [
+            f"{call}.{name}(): the {call} is not finished; call {finishers} on it first "
+            f"(it returns the FlowBuilder, which has {name}())"
+        ]
+    )
 
 
 class LoopBuilder:
@@ -40,6 +52,16 @@ class LoopBuilder:
         fb._nodes[nid].call = f"{call.split('(')[0]}({nid})"
         fb._nodes[nid].options.update(mode=mode, count=count)
         return fb._stream_to(nid)
+
+    def __getattr__(self, name: str) -> object:
+        # Only reached for attributes the class lacks: a FlowBuilder method (build, through,
+        # ...) called before the loop's iteration rule gets the fix, not an AttributeError.
+        from ._builder import FlowBuilder
+
+        if not name.startswith("_") and hasattr(FlowBuilder, name):
+            rules = "for_n(n), while_cond(...) or until_cond(...)"
+            raise _unfinished("loop_body(...)", rules, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def for_n(self, n: int) -> FlowBuilder:
         """Exactly ``n`` iterations (gradients flow through all of them)."""
@@ -66,6 +88,13 @@ class MapBuilder:
         self._fb = fb
         self._body = body
         self._batched = False
+
+    def __getattr__(self, name: str) -> object:
+        from ._builder import FlowBuilder
+
+        if not name.startswith("_") and hasattr(FlowBuilder, name):
+            raise _unfinished("map(...)", "each(), over(tag) or slices(n)", name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def batched(self) -> MapBuilder:
         """Call the body once on all rows instead of once per row."""

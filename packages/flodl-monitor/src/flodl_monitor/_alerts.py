@@ -2,7 +2,9 @@
 
 A loss that turned NaN or infinite, a loss that stopped improving, and a rank that stopped
 reporting. Each alert is raised once per condition (``key``) so a NaN that persists for a hundred
-epochs prints one line, not a hundred; a stall re-arms after the metric improves again.
+epochs prints one line, not a hundred; a stall re-arms after the metric improves again, and that
+improvement is itself reported (``recovered``, same metric name first) so the dashboard moves the
+stall to its past alerts. The page also moves every alert to the past once the run is complete.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from flodl_core import ConfigError
 
 from ._format import format_metric
 
-ALERT_KINDS = ("nan_loss", "stalled", "rank_lost")
+ALERT_KINDS = ("nan_loss", "stalled", "rank_lost", "recovered")
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,14 @@ class LossWatch:
         if best is None or v < best[0] - self.min_delta * abs(best[0]):
             self._best[name] = (v, step)
             self._since[name] = 0
-            self._stalled.discard(name)
+            if name in self._stalled:
+                self._stalled.discard(name)
+                return Alert(
+                    "recovered",
+                    self.path,
+                    f"{name} improved again to {format_metric(v)} at epoch {step + 1}",
+                    step,
+                )
             return None
         self._since[name] += 1
         if self._since[name] >= self.patience and name not in self._stalled:

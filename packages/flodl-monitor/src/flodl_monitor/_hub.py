@@ -83,6 +83,7 @@ class Hub:
         self.frames: list[bytes] = []  # every epoch frame, for late joiners
         self.alert_frames: list[bytes] = []
         self.complete: bytes | None = None
+        self.identity: bytes | None = None  # the latest model identity, replayed to new pages
         self.epoch_clients: set[EpochClient] = set()
         self.stream_clients: set[StreamClient] = set()
         self.closed = False
@@ -94,6 +95,9 @@ class Hub:
 
     def alert_threadsafe(self, obj: dict[str, Any]) -> None:
         self.loop.call_soon_threadsafe(self._alert, obj)
+
+    def identity_threadsafe(self, obj: dict[str, Any]) -> None:
+        self.loop.call_soon_threadsafe(self._broadcast, "identity", obj)
 
     def complete_threadsafe(self, obj: dict[str, Any]) -> None:
         self.loop.call_soon_threadsafe(self._broadcast, "complete", obj)
@@ -111,6 +115,8 @@ class Hub:
         frame = sse_frame(event, obj)
         if event == "epoch":
             self.frames.append(frame)
+        elif event == "identity":
+            self.identity = frame
         else:
             self.complete = frame
         for c in list(self.epoch_clients):

@@ -142,9 +142,18 @@ class Monitor:
 
     # ---- the model -------------------------------------------------------------------------
 
+    def _set_identity(self, ident: ModelIdentity) -> None:
+        """Keep the identity and send it to live pages (a page opened before the first log()
+        was rendered without it)."""
+        self._identity = ident
+        obj = {"label": ident.label, "hash": ident.hash, "parameters": ident.parameters}
+        with self._lock:
+            for hub in self._hubs:
+                hub.identity_threadsafe(obj)
+
     def watch(self, model: Any) -> None:
         """Capture the model's label, structural hash, parameter counts and graph SVG if offered."""
-        self._identity = identify(model)
+        self._set_identity(identify(model))
         svg = model_svg(model)
         if svg is not None:
             self._svg = svg
@@ -153,7 +162,7 @@ class Monitor:
         self._svg = svg
 
     def set_identity(self, label: str | None, structural_hash: str | None) -> None:
-        self._identity = ModelIdentity(label, structural_hash, self._identity.parameters)
+        self._set_identity(ModelIdentity(label, structural_hash, self._identity.parameters))
 
     def set_metadata(self, metadata: Mapping[str, Any]) -> None:
         """Free-form key/values shown in the page header (JSON-serialisable)."""
@@ -243,7 +252,7 @@ class Monitor:
                     "with latest_metrics() (flodl_core.Observable)"
                 )
             if self._identity.empty:
-                self._identity = identify(model)
+                self._set_identity(identify(model))
             out.update(latest())
         out.update(extras or {})
         if not out:
@@ -279,7 +288,8 @@ class Monitor:
     def finish(self) -> None:
         """Print the summary line, tell live pages the run is complete and write the reports
         registered with :meth:`save_html` / :meth:`save_dashboard`. The server keeps serving
-        until :meth:`stop` (or the process ends). Idempotent."""
+        until :meth:`stop` or the process ends (a script that ends right away takes the page
+        with it: call :meth:`keep_serving` to wait for Ctrl-C). Idempotent."""
         if self._finished_at is not None:
             return
         self._finished_at = time.perf_counter()
@@ -314,8 +324,33 @@ class Monitor:
     def __enter__(self) -> Monitor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is KeyboardInterrupt:
+            # Ctrl-C mid-run: the reports registered with save_html/save_dashboard are written
+            # with the epochs logged so far, and the console says where they went.
+            self._print("  interrupted (Ctrl-C): writing the partial report", logging.WARNING)
         self.close()
+
+    def keep_serving(self, timeout: float | None = None) -> None:
+        """Block, serving the dashboard, until Ctrl-C (or ``timeout`` seconds), then stop.
+
+        For scripts whose run ends before anyone opens the page: call it after :meth:`finish`.
+        Without a server it returns at once. Ctrl-C is caught here and ends the wait cleanly.
+        """
+        if self._server is None:
+            return
+        self.finish()
+        wait = "" if timeout is None else f" for {timeout:g} s"
+        self._print(f"  dashboard still serving at {self._server.url}{wait}; press Ctrl-C to stop")
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while deadline is None or time.monotonic() < deadline:
+                left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+                time.sleep(max(left, 0.0))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -384,6 +419,12 @@ class Monitor:
             hub.alert_frames = [sse_frame("alert", a.to_json()) for a in self._alerts[-200:]]
             if self._finished_at is not None:
                 hub.complete = sse_frame("complete", self._complete())
+            ident = self._identity
+            if not ident.empty:
+                hub.identity = sse_frame(
+                    "identity",
+                    {"label": ident.label, "hash": ident.hash, "parameters": ident.parameters},
+                )
             self._hubs.append(hub)
 
     def detach(self, hub: Hub) -> None:

@@ -3,8 +3,10 @@
 Routes (all GET; every error is a JSON body ``{"error": ..., "status": ...}`` with a 4xx code):
 
 - ``/`` the dashboard page, ``/graph.svg`` the model's graph (404 when none)
-- ``/events`` SSE of epochs: every past epoch first (late join), then live ones, alerts and
+- ``/events`` SSE of epochs: every past epoch first (late join), then live ones, alerts,
+  ``identity`` (model label, hash, parameters: known only once the model is seen) and
   ``complete``; ``/api/history`` the same epochs as one JSON array
+- ``/favicon.ico`` 204 (no icon, no 404 in the browser's console)
 - ``/paths`` every record path, ``/node?path=`` one node with its children (O(children)),
   ``/history?path=&n=`` its last ``n`` records or rollups, ``/stream?path=&n=`` SSE of that node
 """
@@ -53,6 +55,25 @@ COALESCE = web.AppKey("coalesce", float)
 STALE_TASK = web.AppKey("stale_task", asyncio.Task)
 
 
+ROUTES = (
+    "/",
+    "/events",
+    "/api/history",
+    "/graph.svg",
+    "/paths",
+    "/node?path=",
+    "/history?path=&n=",
+    "/stream?path=&n=",
+    "/favicon.ico",
+)
+"""Every route, as the 404 message lists them."""
+
+
+async def _favicon(request: web.Request) -> web.Response:
+    # Browsers ask for it on every page load; "no icon" is an answer, not an error to log.
+    return web.Response(status=204)
+
+
 def _json_error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message, "status": status}, status=status)
 
@@ -67,7 +88,7 @@ async def _errors(
         if e.status < 400:
             raise
         if e.status == 404 and e.text and e.text.startswith("404"):
-            msg = f"no route {request.method} {request.path}; see /, /events, /paths, /node"
+            msg = f"no route {request.method} {request.path}; routes: {', '.join(ROUTES)}"
         else:
             msg = e.text or e.reason
         return _json_error(e.status, msg)
@@ -148,7 +169,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
     # Snapshot and registration in one loop tick: epochs arrive on this loop, so none is lost
     # or sent twice between the replay and the live stream.
     hello = sse_frame("hello", {"epochs": len(hub.frames)})
-    replay = b"retry: 2000\n\n" + hello + b"".join(hub.frames)
+    replay = b"retry: 2000\n\n" + hello + (hub.identity or b"") + b"".join(hub.frames)
     replay += b"".join(hub.alert_frames) + (hub.complete or b"")
     client = EpochClient(hub.queue_size)
     if hub.complete is None:
@@ -271,6 +292,7 @@ def make_app(
         ("/node", _node),
         ("/history", _history),
         ("/stream", _stream),
+        ("/favicon.ico", _favicon),
     ):
         app.router.add_get(route, handler, allow_head=False)
     return app

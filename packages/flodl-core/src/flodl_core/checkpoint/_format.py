@@ -116,8 +116,11 @@ def encode_entry_head(name: str, shape: tuple[int, ...], dtype: DType, nbytes: i
     )
 
 
-def write_entry(f: BinaryIO, name: str, shape: tuple[int, ...], dtype: DType, data: Buffer) -> None:
-    """Stream one entry to ``f``; ``data`` goes out as is, without an intermediate copy."""
+def write_entry(f: BinaryIO, name: str, shape: tuple[int, ...], dtype: DType, data: Buffer) -> int:
+    """Stream one entry to ``f``; ``data`` goes out as is, without an intermediate copy.
+
+    Returns the CRC32 of the data bytes (what the metadata's checksum table records).
+    """
     nbytes = memoryview(data).nbytes
     if nbytes != expected_nbytes(shape, dtype):
         raise CheckpointError(
@@ -126,6 +129,7 @@ def write_entry(f: BinaryIO, name: str, shape: tuple[int, ...], dtype: DType, da
         )
     f.write(encode_entry_head(name, shape, dtype, nbytes))
     f.write(data)
+    return zlib.crc32(data)
 
 
 class FdlReader:

@@ -12,7 +12,7 @@ from .._errors import CheckpointError
 from ._format import ZERO_HASH
 from ._hash import parse_hash
 from ._io import PathLike
-from ._module import module_tensors
+from ._module import check_module_and_path, module_tensors
 from ._read import read_checkpoint
 from ._tensors import tensor_from_bytes
 
@@ -23,13 +23,29 @@ class LoadReport:
 
     ``loaded``: model names given a value from the file (model order). ``skipped``: file names
     no model tensor matched (file order). ``missing``: model names absent from the file (model
-    order). ``metadata``: the file's metadata dict (empty when it has none).
+    order). ``metadata``: the file's metadata dict (empty when it has none). ``verified``: every
+    entry matched the CRC32 recorded in the file; ``False`` for a file written without checksums
+    (older files, other writers), which loads all the same. ``str(report)`` says which.
     """
 
     loaded: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+    verified: bool = False
+
+    @property
+    def integrity(self) -> str:
+        """``"verified (CRC32)"`` or ``"not verified (the file carries no checksums)"``."""
+        if self.verified:
+            return "verified (CRC32)"
+        return "not verified (the file carries no checksums)"
+
+    def __str__(self) -> str:
+        return (
+            f"loaded {len(self.loaded)} tensor(s), skipped {len(self.skipped)}, missing "
+            f"{len(self.missing)}; integrity: {self.integrity}"
+        )
 
 
 def _names(names: list[str], limit: int = 20) -> str:
@@ -54,6 +70,7 @@ def load_checkpoint(
     The whole file is read and checked before the module is touched: on any error the module is
     left exactly as it was.
     """
+    check_module_and_path("load_checkpoint", module, path)
     expected = parse_hash(expected_hash, "expected_hash")
     ckpt = read_checkpoint(path)
     file_hash = ckpt.header.hash
@@ -106,5 +123,9 @@ def load_checkpoint(
     except (RuntimeError, ValueError, KeyError) as e:
         raise CheckpointError(f"checkpoint {ckpt.path}: module refused the state: {e}") from e
     return LoadReport(
-        loaded=list(values), skipped=skipped, missing=missing, metadata=dict(ckpt.metadata)
+        loaded=list(values),
+        skipped=skipped,
+        missing=missing,
+        metadata=dict(ckpt.metadata),
+        verified=ckpt.verified,
     )

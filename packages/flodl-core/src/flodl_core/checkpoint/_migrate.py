@@ -10,7 +10,7 @@ from torch import nn
 from .._errors import CheckpointError
 from ._format import ZERO_HASH, Entry, encode_header, write_entry
 from ._io import PathLike, atomic_write
-from ._meta import META_NAME, encode_metadata
+from ._meta import META_NAME, encode_metadata, with_checksums
 from ._module import module_tensors
 from ._read import read_checkpoint
 from ._tensors import storage_tag
@@ -90,10 +90,10 @@ def migrate_checkpoint(src: PathLike, dst: PathLike, module: nn.Module) -> Migra
 
     written = [(name, chosen[name]) for name, _, _ in targets if name in chosen]
     with atomic_write(dst) as f:
-        f.write(encode_header(ZERO_HASH, len(written) + (1 if ckpt.metadata else 0)))
+        f.write(encode_header(ZERO_HASH, len(written) + 1))
+        crcs: dict[str, int] = {}
         for name, e in written:
             assert e.data is not None
-            write_entry(f, name, e.shape, e.dtype, e.data)
-        if ckpt.metadata:
-            write_entry(f, META_NAME, *encode_metadata(ckpt.metadata))
+            crcs[name] = write_entry(f, name, e.shape, e.dtype, e.data)
+        write_entry(f, META_NAME, *encode_metadata(with_checksums(ckpt.metadata, crcs)))
     return MigrateReport(unchanged=unchanged, remapped=remapped, dropped=dropped, missing=missing)

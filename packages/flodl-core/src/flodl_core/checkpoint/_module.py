@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
-from .._errors import CheckpointError
+from .._errors import CheckpointError, ConfigError
 from ._meta import META_NAME
+
+
+def check_module_and_path(fn: str, module: object, path: object) -> None:
+    """Refuse ``fn(module, path)`` called with something else, naming the mistake: arguments
+    swapped (``fn(path, model)``), a non-module model, a path that is not a path."""
+    if not isinstance(module, nn.Module):
+        if isinstance(path, nn.Module) and isinstance(module, (str, os.PathLike)):
+            raise ConfigError(
+                f"{fn}(module, path): the arguments are swapped (got a path {os.fspath(module)!r} "
+                f"first and a {type(path).__name__} second); call {fn}(model, path)"
+            )
+        raise ConfigError(
+            f"{fn}: module must be a torch.nn.Module, got {type(module).__name__}; "
+            f"call {fn}(model, path)"
+        )
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(
+            f"{fn}: path must be a str or os.PathLike, got {type(path).__name__} ({path!r:.60}); "
+            f"call {fn}(model, path)"
+        )
 
 
 def module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:

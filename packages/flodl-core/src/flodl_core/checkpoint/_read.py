@@ -8,17 +8,45 @@ from dataclasses import dataclass, field
 from .._errors import CheckpointError
 from ._format import Entry, FdlReader, Header
 from ._io import PathLike, open_read
-from ._meta import META_NAME, decode_metadata
+from ._meta import META_NAME, crc32, decode_metadata, split_checksums
 
 
 @dataclass
 class CheckpointFile:
-    """A parsed file: header, entries in file order (metadata entry removed), metadata."""
+    """A parsed file: header, entries in file order (metadata entry removed), metadata.
+
+    ``verified`` is true when every entry's bytes matched the CRC32 the file records; false for a
+    file written without checksums, or when the data were not read.
+    """
 
     path: str
     header: Header
     entries: list[Entry] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+    verified: bool = False
+
+
+def _verify(ckpt: CheckpointFile, crcs: dict[str, int]) -> None:
+    """Every entry's data against the recorded CRC32; the first mismatch is an error."""
+    names = {e.name for e in ckpt.entries}
+    unlisted = [e.name for e in ckpt.entries if e.name not in crcs]
+    extra = [n for n in crcs if n not in names]
+    if unlisted or extra:
+        raise CheckpointError(
+            f"checkpoint {ckpt.path}: the checksum table does not list the file's entries "
+            f"(no checksum for {unlisted[:5]}, checksum for absent {extra[:5]}); the file is "
+            "corrupt: restore it from a backup or save it again"
+        )
+    for e in ckpt.entries:
+        assert e.data is not None
+        got = crc32(e.data)
+        if got != crcs[e.name]:
+            raise CheckpointError(
+                f"checkpoint {ckpt.path}: entry {e.name!r} is corrupt: CRC32 of its "
+                f"{e.nbytes} bytes is {got:08x}, the file recorded {crcs[e.name]:08x}; restore "
+                "the file from a backup or save it again"
+            )
+    ckpt.verified = True
 
 
 def read_header(path: PathLike) -> Header:
@@ -51,4 +79,7 @@ def read_checkpoint(path: PathLike, *, with_data: bool = True) -> CheckpointFile
                 out.metadata = decode_metadata(entry, path)
             else:
                 out.entries.append(entry)
+        out.metadata, crcs = split_checksums(out.metadata, path)
+        if crcs is not None and with_data:
+            _verify(out, crcs)
         return out

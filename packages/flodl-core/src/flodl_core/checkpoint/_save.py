@@ -11,8 +11,8 @@ from .._errors import CheckpointError
 from ._format import encode_header, write_entry
 from ._hash import parse_hash
 from ._io import PathLike, atomic_write
-from ._meta import META_NAME, check_metadata, encode_metadata
-from ._module import module_tensors
+from ._meta import META_NAME, check_metadata, encode_metadata, with_checksums
+from ._module import check_module_and_path, module_tensors
 from ._tensors import check_storable, tensor_to_bytes
 
 
@@ -29,6 +29,7 @@ def save_checkpoint(
     (read it back with :func:`read_checkpoint_metadata`). The write is atomic: the file at
     ``path`` is either the old one or the complete new one.
     """
+    check_module_and_path("save_checkpoint", module, path)
     write_checkpoint(path, module_tensors(module), hash=hash, metadata=metadata)
 
 
@@ -40,7 +41,8 @@ def write_checkpoint(
 ) -> None:
     """Save named tensors, in the given order, as a ``.fdl`` file.
 
-    Everything is validated before the file is opened, so a refused save writes nothing.
+    Everything is validated before the file is opened, so a refused save writes nothing. The
+    reserved metadata entry records a CRC32 of every tensor's bytes, checked again on load.
     """
     hash_bytes = parse_hash(hash)
     meta = check_metadata(metadata)
@@ -54,12 +56,12 @@ def write_checkpoint(
             raise CheckpointError(f"tensor name {META_NAME!r} is reserved for file metadata")
         seen.add(name)
         check_storable(t, name)
-    count = len(tensors) + (1 if meta else 0)
+    count = len(tensors) + 1  # + the metadata entry, which always carries the checksums
+    crcs: dict[str, int] = {}
     with atomic_write(path) as f:
         f.write(encode_header(hash_bytes, count))
         for name, t in tensors:
             shape, tag, data = tensor_to_bytes(t, name)
-            write_entry(f, name, shape, tag, data)
-        if meta:
-            shape, tag, data = encode_metadata(meta)
-            write_entry(f, META_NAME, shape, tag, data)
+            crcs[name] = write_entry(f, name, shape, tag, data)
+        shape, tag, data = encode_metadata(with_checksums(meta, crcs))
+        write_entry(f, META_NAME, shape, tag, data)

@@ -41,7 +41,7 @@ class DataLoaderBuilder:
         return self
 
     def drop_last(self, drop: bool = True) -> DataLoaderBuilder:
-        """Drop a last, short batch (default ``True``)."""
+        """Drop a last, short batch (the loader's default is ``False``, as in PyTorch)."""
         self._options["drop_last"] = drop
         return self
 

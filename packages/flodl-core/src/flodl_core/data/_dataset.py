@@ -45,11 +45,64 @@ class BatchDataSet(Protocol):
     def get_batch(self, indices: Tensor) -> Sequence[Tensor]: ...
 
 
+def as_indices(indices: Any, n: int, what: str = "get_batch") -> Tensor:
+    """``indices`` as a 1-D int64 tensor of positions in ``0..n-1``, or a clear error.
+
+    Accepted: a 1-D integer tensor (kept on its device), a sequence or ``range`` of ints, a
+    1-D integer numpy array. Refused, naming the value: 2-D or 0-d, floats, bools, negative or
+    out-of-range positions.
+    """
+    if isinstance(indices, Tensor):
+        t = indices
+    elif isinstance(indices, np.ndarray):
+        if indices.dtype.kind not in "iu":
+            raise DataError(
+                f"{what}: indices must be integers, got a numpy array of {indices.dtype}; "
+                "pass e.g. np.array([0, 5, 7])"
+            )
+        t = torch.from_numpy(np.ascontiguousarray(indices).astype(np.int64, copy=False))
+    elif isinstance(indices, (list, tuple, range)):
+        bad = [v for v in indices if not isinstance(v, (int, np.integer)) or isinstance(v, bool)]
+        if bad:
+            raise DataError(
+                f"{what}: indices must be ints, got {type(bad[0]).__name__} {bad[0]!r} "
+                "in the list; pass positions like [0, 5, 7]"
+            )
+        t = torch.tensor(list(indices), dtype=torch.int64)
+    else:
+        raise DataError(
+            f"{what}: indices must be a 1-D int tensor, a list of ints or a numpy int array, "
+            f"got {type(indices).__name__}"
+        )
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise DataError(
+            f"{what}: indices must be an integer tensor, got dtype {t.dtype}; "
+            "convert with .long() if they hold whole numbers"
+        )
+    if t.dim() != 1:
+        raise DataError(
+            f"{what}: indices must be 1-D (one position per sample), got shape "
+            f"{tuple(t.shape)}; flatten them with .reshape(-1)"
+        )
+    if t.dtype != torch.int64:
+        t = t.long()
+    if t.numel() and t.device.type == "cpu":  # a device tensor would sync: it is checked there
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi >= n:
+            v = lo if lo < 0 else hi
+            raise DataError(
+                f"{what}: index {v} is out of range for {n} samples; positions go "
+                f"from 0 to {n - 1} (negative positions are not accepted)"
+            )
+    return t
+
+
 class TensorDataSet:
     """A :class:`BatchDataSet` over in-memory tensors that share their first dimension.
 
     ``TensorDataSet(images, labels)`` with ``images: (N, ...)`` and ``labels: (N, ...)``. A loader
-    targeting the tensors' own device uses them in place, without a copy.
+    targeting the tensors' own device uses them in place, without a copy. ``get_batch`` takes a
+    1-D int tensor, a list of ints or a numpy int array of positions.
     """
 
     def __init__(self, *tensors: Tensor) -> None:
@@ -72,15 +125,41 @@ class TensorDataSet:
         self._tensors: tuple[Tensor, ...] = tuple(tensors)
         self._gather = RowGather(self._tensors)
 
+    #: One name per field, used by :class:`DataLoader` as the default batch names; ``None``
+    #: for positional names ("0", "1", ...). Subclasses with fixed fields set it.
+    field_names: tuple[str, ...] | None = None
+
     @property
     def tensors(self) -> tuple[Tensor, ...]:
         """The fields, each ``(N, ...)``."""
         return self._tensors
 
+    def __getitem__(self, index: int) -> tuple[Tensor, ...]:
+        """Sample ``index``: one tensor per field, e.g. ``image, label = ds[0]`` (so the set
+        also feeds ``torch.utils.data.DataLoader``)."""
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            raise TypeError(
+                f"{type(self).__name__}[...] takes an int position, got {type(index).__name__}; "
+                "use get_batch(indices) for several samples"
+            )
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"{type(self).__name__} index {index} is out of range for {n} samples")
+        return tuple(t[index] for t in self._tensors)
+
+    def __repr__(self) -> str:
+        names = self.field_names or tuple(str(i) for i in range(len(self._tensors)))
+        fields = ", ".join(
+            f"{name}: {tuple(t.shape[1:])} {str(t.dtype).removeprefix('torch.')}"
+            for name, t in zip(names, self._tensors, strict=True)
+        )
+        return f"{type(self).__name__}({len(self)} samples; {fields})"
+
     def __len__(self) -> int:
         return int(self._tensors[0].shape[0])
 
-    def get_batch(self, indices: Tensor) -> list[Tensor]:
+    def get_batch(self, indices: Tensor | Sequence[int] | np.ndarray) -> list[Tensor]:
+        indices = as_indices(indices, len(self))
         if indices.device != self._tensors[0].device:
             indices = indices.to(self._tensors[0].device)
         return list(self._gather(indices))
@@ -118,7 +197,8 @@ class ItemDataSet:
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def get_batch(self, indices: Tensor) -> list[Tensor]:
+    def get_batch(self, indices: Tensor | Sequence[int] | np.ndarray) -> list[Tensor]:
+        indices = as_indices(indices, len(self))
         samples = [self.dataset[i] for i in indices.tolist()]
         rows = [s if isinstance(s, (tuple, list)) else (s,) for s in samples]
         width = len(rows[0])

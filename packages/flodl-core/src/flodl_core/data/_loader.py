@@ -34,6 +34,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger("flodl.data")
 
 
+def _declared_names(dataset: Any, width: int) -> tuple[str, ...] | None:
+    """The dataset's own ``field_names`` when it declares one name per field."""
+    names = getattr(dataset, "field_names", None)
+    ok = isinstance(names, (tuple, list)) and len(names) == width
+    if ok and all(isinstance(n, str) and n for n in names):  # type: ignore[union-attr]
+        return tuple(names)  # type: ignore[arg-type]
+    return None
+
+
 def _is_out_of_memory(e: BaseException) -> bool:
     if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True
@@ -48,11 +57,15 @@ class DataLoader:
 
     ``dataset``: a :class:`BatchDataSet`, a map-style dataset (any ``torch.utils.data.Dataset``),
     a tuple of tensors or a tensor. ``batch_size`` (> 0) is per device. ``seed`` fixes every
-    epoch's order: epoch ``k`` is drawn from ``seed + k``. ``drop_last`` defaults to ``True`` (a
-    last batch of one sample breaks BatchNorm); set it ``False`` for evaluation. ``names`` names
-    the fields (``batch["image"]``). ``prefetch`` fixes the streaming depth (else it is sized from
-    free memory at each epoch); ``streaming=True`` never goes resident; ``vram_max_usage`` is the
-    share of *total* VRAM the loader may plan to fill.
+    epoch's order: epoch ``k`` is drawn from ``seed + k``. ``drop_last`` defaults to ``False`` as
+    in ``torch.utils.data.DataLoader``: every sample is seen, the last batch may be short. With
+    ``drop_last=True`` a short last batch is left out (useful in training with BatchNorm, where a
+    batch of one sample fails) and a warning on the ``flodl.data`` logger says how many samples
+    each epoch skips. ``names`` names the fields (``batch["image"]``); a dataset that declares
+    ``field_names`` (the built-in MNIST, CIFAR-10 and Shakespeare sets do) names them by default.
+    ``prefetch`` fixes the streaming depth (else it is sized from free memory at each epoch);
+    ``streaming=True`` never goes resident; ``vram_max_usage`` is the share of *total* VRAM the
+    loader may plan to fill.
 
     ``for batch in loader.epoch(k)`` runs epoch ``k``; ``for batch in loader`` runs epochs
     0, 1, 2 ... in turn. ``len(loader)`` is the number of batches per epoch, as in torch.
@@ -66,7 +79,7 @@ class DataLoader:
         device: DeviceLike = None,
         seed: int = 42,
         shuffle: bool = True,
-        drop_last: bool = True,
+        drop_last: bool = False,
         names: Sequence[str] | None = None,
         prefetch: int | None = None,
         streaming: bool = False,
@@ -95,6 +108,8 @@ class DataLoader:
         probe_idx = torch.zeros(1, dtype=torch.int64)
         probe = check_fields(self._source.get_batch(probe_idx), probe_idx, None)
         self._width = len(probe)
+        if names is None:
+            names = _declared_names(dataset, self._width)
         self._names = tuple(names) if names is not None else tuple(map(str, range(self._width)))
         if len(self._names) != self._width:
             raise ConfigError(
@@ -115,6 +130,7 @@ class DataLoader:
         self._active: weakref.ref[StreamingEpoch] | None = None
         self._stream: torch.cuda.Stream | None = None
         self._check_batches()
+        self._warn_dropped()
 
         self._resident: ResidentData | None = None
         if not streaming and (
@@ -152,6 +168,19 @@ class DataLoader:
         # nothing more, whatever the budget says.
         src = self._source
         return isinstance(src, TensorDataSet) and all(t.device == self._device for t in src.tensors)
+
+    def _warn_dropped(self) -> None:
+        left = self.num_samples % self._batch_size if self._drop_last else 0
+        if left:
+            which = "a different" if self._shuffle else "always the same (shuffle=False)"
+            logger.warning(
+                "data: drop_last=True leaves out %d of %d samples every epoch (%s last %d); "
+                "set drop_last=False to see them all (evaluation should)",
+                left,
+                self.num_samples,
+                which,
+                left,
+            )
 
     def _check_batches(self) -> None:
         if self.num_batches == 0:

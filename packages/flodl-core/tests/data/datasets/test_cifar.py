@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,3 +92,20 @@ def test_constructor_checks_shapes() -> None:
         Cifar10(torch.zeros(2, 1, 32, 32), torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ShapeError, match=r"labels must be \(N,\)"):
         Cifar10(torch.zeros(2, 3, 32, 32), torch.zeros(2, 2, dtype=torch.int64))
+
+
+def test_paths_are_accepted(tmp_path: Path) -> None:
+    batch = tmp_path / "data_batch_1.bin"
+    batch.write_bytes(records([3, 4])[0])
+    ds = Cifar10.parse([batch, str(batch)])
+    assert ds.labels.tolist() == [3, 4, 3, 4]
+    assert ds.field_names == ("image", "label") and ds[0][0].shape == (3, 32, 32)
+    members = {f"cifar-10-batches-bin/data_batch_{i}.bin": records([i])[0] for i in range(1, 6)}
+    members["cifar-10-batches-bin/test_batch.bin"] = records([0])[0]
+    tar = tmp_path / "cifar-10-binary.tar.gz"
+    tar.write_bytes(archive(members))
+    assert Cifar10.parse_archive(tar, train=False).labels.tolist() == [0]
+    with pytest.raises(DataError, match=r"for the \.tar\.gz archive use Cifar10\.parse_archive"):
+        Cifar10.parse(tar)  # type: ignore[arg-type]
+    with pytest.raises(DataError, match=r"wrap it in a list"):
+        Cifar10.parse(batch)  # type: ignore[arg-type]

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import gzip
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from flodl_core import DataError, DataLoader, ShapeError
+from flodl_core import DataError, DataLoader, FetchError, ShapeError
 from flodl_core.data.datasets import Mnist
 
 
@@ -89,3 +90,50 @@ def test_constructor_checks_shapes() -> None:
         Mnist(torch.zeros(2, 28, 28), torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ShapeError, match=r"labels must be \(N,\), got \(2, 1\)"):
         Mnist(torch.zeros(2, 1, 28, 28), torch.zeros(2, 1, dtype=torch.int64))
+
+
+def test_parse_takes_paths_gz_or_raw(tmp_path: Path, raw: tuple[np.ndarray, np.ndarray]) -> None:
+    pixels, labels = raw
+    gz_images = tmp_path / "train-images-idx3-ubyte.gz"
+    gz_images.write_bytes(gzip.compress(idx_images(pixels)))
+    raw_labels = tmp_path / "train-labels-idx1-ubyte"
+    raw_labels.write_bytes(idx_labels(labels))
+    by_path = Mnist.parse(gz_images, str(raw_labels))
+    by_bytes = Mnist.parse(idx_images(pixels), idx_labels(labels))
+    assert torch.equal(by_path.images, by_bytes.images)
+    assert by_path.labels.tolist() == labels.tolist()
+    with pytest.raises(DataError, match=r"MNIST images: no file at '.*nothere.gz'"):
+        Mnist.parse(tmp_path / "nothere.gz", raw_labels)
+    with pytest.raises(DataError, match=r"expected the file's bytes or a path .* got int"):
+        Mnist.parse(3, raw_labels)  # type: ignore[arg-type]
+
+
+def test_fields_are_named_and_indexable(raw: tuple[np.ndarray, np.ndarray]) -> None:
+    pixels, labels = raw
+    ds = Mnist.parse(idx_images(pixels), idx_labels(labels))
+    assert repr(ds) == "Mnist(12 samples; image: (1, 28, 28) float32, label: () int64)"
+    image, label = ds[3]
+    assert image.shape == (1, 28, 28) and int(label) == labels[3]
+    assert torch.equal(ds[-1][0], ds.images[11])
+    with pytest.raises(IndexError, match="index 12 is out of range for 12 samples"):
+        ds[12]
+    batch = next(iter(DataLoader(ds, batch_size=4)))
+    assert batch.names == ("image", "label") and batch["label"].shape == (4,)
+    # torch's own DataLoader takes it as a map-style dataset.
+    images, labels_t = next(iter(torch.utils.data.DataLoader(ds, batch_size=5)))
+    assert images.shape == (5, 1, 28, 28) and labels_t.tolist() == labels[:5].tolist()
+
+
+def test_from_cache_with_own_files(tmp_path: Path, raw: tuple[np.ndarray, np.ndarray]) -> None:
+    pixels, labels = raw
+    for name, data in (
+        ("train-images-idx3-ubyte.gz", gzip.compress(idx_images(pixels))),
+        ("train-labels-idx1-ubyte.gz", gzip.compress(idx_labels(labels))),
+        ("t10k-images-idx3-ubyte.gz", gzip.compress(idx_images(pixels[:2]))),
+        ("t10k-labels-idx1-ubyte.gz", gzip.compress(idx_labels(labels[:2]))),
+    ):
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(FetchError, match="pass verify=False to skip the checksum"):
+        Mnist.from_cache(tmp_path, download=False)
+    ds = Mnist.from_cache(tmp_path, train=False, download=False, verify=False)
+    assert len(ds) == 2

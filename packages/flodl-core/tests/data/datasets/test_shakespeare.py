@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import gzip
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -70,3 +73,19 @@ def test_constructor_checks_shapes() -> None:
         Shakespeare(
             torch.zeros(2, 4, dtype=torch.int64), torch.zeros(2, 3, dtype=torch.int64), "ab"
         )
+
+
+def test_fields_named_and_paths_accepted(tmp_path: Path) -> None:
+    ds = Shakespeare.parse(TEXT * 10, seq_len=16)
+    assert repr(ds).startswith(f"Shakespeare({len(ds)} samples; input: (16,) int64, target: (16,)")
+    x, y = ds[0]
+    assert torch.equal(x[1:], y[:-1])
+    batch = next(iter(DataLoader(ds, batch_size=4)))
+    assert batch.names == ("input", "target")
+    plain, packed = tmp_path / "t.txt", tmp_path / "t.txt.gz"
+    plain.write_text(TEXT * 10, encoding="utf-8")
+    packed.write_bytes(gzip.compress((TEXT * 10).encode()))
+    for source in (plain, packed):
+        assert torch.equal(Shakespeare.parse(source, seq_len=16).data, ds.data)
+    with pytest.raises(DataError, match=r"text must be a str, bytes or a pathlib\.Path, got int"):
+        Shakespeare.parse(5, seq_len=4)  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from torch import Tensor
 
 from ..._errors import DataError, ShapeError
 from ._labeled import LabeledImages
+from ._source import Source, read_source
 
 PIXELS = 3 * 32 * 32
 RECORD = 1 + PIXELS  # one label byte, then the red, green and blue planes, row-major
@@ -46,14 +48,25 @@ class Cifar10(LabeledImages):
         super().__init__(images, labels)
 
     @classmethod
-    def parse(cls, batches: Sequence[bytes]) -> Cifar10:
-        """Parse binary batch files (``data_batch_1.bin`` ...), concatenated in the given order."""
-        if isinstance(batches, (bytes, bytearray, memoryview)):
+    def parse(cls, batches: Sequence[Source]) -> Cifar10:
+        """Parse binary batch files (``data_batch_1.bin`` ...), concatenated in the given order.
+
+        Each is the file's bytes or its path (``str`` or ``Path``); for the downloaded
+        ``cifar-10-binary.tar.gz`` use :meth:`parse_archive`.
+        """
+        if isinstance(batches, (bytes, bytearray, memoryview, str, os.PathLike)):
+            hint = (
+                "; for the .tar.gz archive use Cifar10.parse_archive(path)"
+                if str(batches).endswith((".tar.gz", ".tgz"))
+                else f"; wrap it in a list: Cifar10.parse([{type(batches).__name__}])"
+            )
             raise DataError(
-                "Cifar10.parse takes a list of batch files' bytes, got one bytes object"
+                f"Cifar10.parse takes a list of batch files (bytes or paths), got one "
+                f"{type(batches).__name__}{hint}"
             )
         if not batches:
             raise DataError("Cifar10.parse got no batch; expected at least one batch file's bytes")
+        batches = [read_source(b, f"CIFAR-10 batch {k}") for k, b in enumerate(batches)]
         records = []
         for k, data in enumerate(batches):
             size = len(data)
@@ -77,8 +90,10 @@ class Cifar10(LabeledImages):
         return cls(images, torch.from_numpy(allrecs[:, 0].astype(np.int64)))
 
     @classmethod
-    def parse_archive(cls, tar_gz: bytes, train: bool = True) -> Cifar10:
-        """Parse the training (5 batches) or test split straight from ``cifar-10-binary.tar.gz``."""
+    def parse_archive(cls, tar_gz: Source, train: bool = True) -> Cifar10:
+        """Parse the training (5 batches) or test split straight from ``cifar-10-binary.tar.gz``
+        (its bytes or its path)."""
+        tar_gz = read_source(tar_gz, "CIFAR-10 archive")
         wanted = TRAIN_MEMBERS if train else TEST_MEMBERS
         try:
             with tarfile.open(fileobj=io.BytesIO(tar_gz), mode="r:*") as tar:
@@ -101,7 +116,11 @@ class Cifar10(LabeledImages):
 
     @classmethod
     def from_cache(cls, cache_dir: str | Path, train: bool = True, **fetch_options: Any) -> Cifar10:
-        """:func:`fetch` ``"cifar10"`` into ``cache_dir`` (if needed) and parse one split."""
+        """:func:`fetch` ``"cifar10"`` into ``cache_dir`` (if needed) and parse one split.
+
+        A file already in ``cache_dir`` must be the canonical archive (checked by SHA-256); for
+        your own copy pass ``verify=False``, or call :meth:`parse_archive` with its path.
+        """
         from ._fetch import fetch
 
         files = fetch("cifar10", cache_dir, **fetch_options)

@@ -145,6 +145,7 @@ def fetch(
     registry: Mapping[str, Sequence[RemoteFile]] | None = None,
     opener: Opener | None = None,
     timeout: float = 60.0,
+    verify: bool = True,
 ) -> dict[str, Path]:
     """The canonical files of dataset ``name`` in ``cache_dir``: ``{file name: path}``.
 
@@ -153,6 +154,10 @@ def fetch(
     :class:`FetchError` when a cached file has the wrong digest or a file cannot be obtained (the
     message lists the files to place in ``cache_dir`` by hand). ``registry`` and ``opener``
     replace the built-in file table and ``urllib.request.urlopen``.
+
+    ``verify=False`` accepts files already in ``cache_dir`` without checking their SHA-256: for
+    your own files (a re-packed or subset copy) placed under the canonical names. Downloads are
+    always checked.
     """
     table = REGISTRY if registry is None else registry
     key = name.lower() if isinstance(name, str) else name
@@ -167,12 +172,15 @@ def fetch(
     for f in files:
         path = cache / f.name
         if path.is_file():
+            if not verify:
+                continue
             digest = sha256_file(path)
             if digest != f.sha256:
                 raise FetchError(
                     f"cached file {path} has sha256 {digest}, expected {f.sha256}: it is not the "
                     f"canonical {f.name} (an interrupted copy or another file?); delete it or "
-                    f"replace it with the file from {f.urls[0]}"
+                    f"replace it with the file from {f.urls[0]}; if it is your own file on "
+                    "purpose, pass verify=False to skip the checksum"
                 )
         else:
             missing.append(f)

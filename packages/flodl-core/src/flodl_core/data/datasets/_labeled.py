@@ -11,13 +11,16 @@ from .._dataset import TensorDataSet
 
 
 class LabeledImages(TensorDataSet):
-    """A :class:`TensorDataSet` of two fields, ``images`` and one class label per image.
+    """A :class:`TensorDataSet` of two fields, ``image`` and ``label`` (one class per image).
 
-    A subclass checks its own image shape, then calls ``super().__init__``, which checks the
-    labels; ``NAME`` names the set in errors.
+    A :class:`DataLoader` names them by default (``batch["image"]``, ``batch["label"]``);
+    ``image, label = ds[i]`` reads one sample, so the set also feeds ``torch``'s own
+    ``DataLoader``. A subclass checks its own image shape, then calls ``super().__init__``,
+    which checks the labels; ``NAME`` names the set in errors.
     """
 
     NAME: ClassVar[str] = "image set"
+    field_names = ("image", "label")
 
     def __init__(self, images: Tensor, labels: Tensor) -> None:
         if labels.dim() != 1:

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from ..._errors import DataError, ShapeError
 from ._labeled import LabeledImages
+from ._source import Source, read_source
 
 IMAGES_MAGIC = 2051  # 0x00000803: unsigned bytes, 3 dimensions
 LABELS_MAGIC = 2049  # 0x00000801: unsigned bytes, 1 dimension
@@ -68,19 +69,31 @@ class Mnist(LabeledImages):
         super().__init__(images, labels)
 
     @classmethod
-    def parse(cls, images_gz: bytes, labels_gz: bytes) -> Mnist:
-        """Parse the images file (magic 2051) and the labels file (magic 2049)."""
-        (n, rows, cols), pixels = read_idx(images_gz, IMAGES_MAGIC, 3, "images")
-        (m,), labels = read_idx(labels_gz, LABELS_MAGIC, 1, "labels")
+    def parse(cls, images: Source, labels: Source) -> Mnist:
+        """Parse the images file (magic 2051) and the labels file (magic 2049).
+
+        Each is the file's bytes or its path (``str`` or ``Path``), gzip-compressed (``.gz``, as
+        downloaded) or unpacked: ``Mnist.parse("train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz")``.
+        """
+        images_raw = read_source(images, "MNIST images")
+        labels_raw = read_source(labels, "MNIST labels")
+        (n, rows, cols), pixels = read_idx(images_raw, IMAGES_MAGIC, 3, "images")
+        (m,), labels_u8 = read_idx(labels_raw, LABELS_MAGIC, 1, "labels")
         if n != m:
             raise DataError(f"MNIST: the images file holds {n} images but the labels file {m}")
-        images = torch.from_numpy(pixels.astype(np.float32).reshape(n, 1, rows, cols))
-        images.div_(255.0)
-        return cls(images, torch.from_numpy(labels.astype(np.int64)))
+        images_t = torch.from_numpy(pixels.astype(np.float32).reshape(n, 1, rows, cols))
+        images_t.div_(255.0)
+        return cls(images_t, torch.from_numpy(labels_u8.astype(np.int64)))
 
     @classmethod
     def from_cache(cls, cache_dir: str | Path, train: bool = True, **fetch_options: Any) -> Mnist:
-        """:func:`fetch` ``"mnist"`` into ``cache_dir`` (if needed) and parse one split."""
+        """:func:`fetch` ``"mnist"`` into ``cache_dir`` (if needed) and parse one split.
+
+        Files already in ``cache_dir`` must be the canonical ones (checked by SHA-256); for
+        your own files under the canonical names pass ``verify=False``, or call
+        :meth:`parse` with their paths.
+        """
         from ._fetch import fetch
 
         files = fetch("mnist", cache_dir, **fetch_options)

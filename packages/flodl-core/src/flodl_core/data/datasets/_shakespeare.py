@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +14,22 @@ from torch import Tensor
 
 from ..._errors import ConfigError, DataError, ShapeError
 from .._dataset import TensorDataSet
+from ._source import read_source
 
 
 class Shakespeare(TensorDataSet):
-    """Fields ``data: (N, L)`` and ``targets: (N, L)`` int64 character ids; ``targets`` is
-    ``data`` shifted by one character.
+    """Fields ``input: (N, L)`` and ``target: (N, L)`` int64 character ids; ``target`` is
+    ``input`` shifted by one character (also reachable as the ``data`` / ``targets`` tensors).
+
+    A :class:`DataLoader` names the fields by default (``batch["input"]``, ``batch["target"]``);
+    ``x, y = ds[i]`` reads one window.
 
     The vocabulary is the text's sorted unique characters (65 for tiny-shakespeare). Windows do
     not overlap: ``N = (len(text) - 1) // L``; window ``i`` is ``text[i*L : i*L + L]``.
     """
 
     FILE = "tinyshakespeare.txt"
+    field_names = ("input", "target")
 
     def __init__(self, data: Tensor, targets: Tensor, vocab: str) -> None:
         if data.dim() != 2 or data.shape != targets.shape:
@@ -50,10 +58,26 @@ class Shakespeare(TensorDataSet):
         return int(self.data.shape[1])
 
     @classmethod
-    def parse(cls, text: str | bytes, seq_len: int) -> Shakespeare:
-        """Windows of ``seq_len`` characters over ``text`` (``bytes`` are read as UTF-8)."""
+    def parse(cls, text: str | bytes | os.PathLike[str], seq_len: int) -> Shakespeare:
+        """Windows of ``seq_len`` characters over ``text``.
+
+        ``text``: the text itself (``str``), its UTF-8 bytes, or a ``pathlib.Path`` to the file
+        (``.gz`` or plain). A ``str`` is always the text: wrap a file name in ``Path(...)``.
+        """
         if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
             raise ConfigError(f"seq_len must be an int >= 1, got {seq_len!r}")
+        if isinstance(text, os.PathLike):
+            text = read_source(text, "Shakespeare text")
+            if text[:2] == b"\x1f\x8b":
+                try:
+                    text = gzip.decompress(text)
+                except (OSError, EOFError, zlib.error) as e:
+                    raise DataError(f"Shakespeare text: not a valid gzip stream ({e})") from e
+        elif not isinstance(text, (str, bytes, bytearray)):
+            raise DataError(
+                f"Shakespeare.parse: text must be a str, bytes or a pathlib.Path, got "
+                f"{type(text).__name__}"
+            )
         if isinstance(text, (bytes, bytearray)):
             try:
                 text = bytes(text).decode("utf-8")
@@ -106,7 +130,11 @@ class Shakespeare(TensorDataSet):
 
     @classmethod
     def from_cache(cls, cache_dir: str | Path, seq_len: int, **fetch_options: Any) -> Shakespeare:
-        """:func:`fetch` ``"shakespeare"`` into ``cache_dir`` (if needed) and parse it."""
+        """:func:`fetch` ``"shakespeare"`` into ``cache_dir`` (if needed) and parse it.
+
+        A file already in ``cache_dir`` must be the canonical one (checked by SHA-256); for your
+        own text pass ``verify=False``, or call :meth:`parse` with ``Path(your_file)``.
+        """
         from ._fetch import fetch
 
         files = fetch("shakespeare", cache_dir, **fetch_options)
