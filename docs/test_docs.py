@@ -1,4 +1,5 @@
-"""Every ```python block in the README and the tutorials runs, in order, one namespace per file.
+"""Every ```python block in the READMEs, the tutorials and the guides runs, in order, one
+namespace per file.
 
 Each file runs in a fresh temporary working directory, in a subprocess (so tutorials cannot leak
 state, threads or servers into each other, and a hung tutorial is bounded by a timeout).
@@ -13,7 +14,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = sorted([ROOT / "README.md", *(ROOT / "docs" / "tutorials").glob("*.md")])
+DOCS = sorted(
+    [
+        ROOT / "README.md",
+        ROOT / "docs" / "README.md",
+        *(ROOT / "docs" / "tutorials").glob("*.md"),
+        *(ROOT / "docs" / "guides").glob("*.md"),
+    ]
+)
 _BLOCK = re.compile(r"^```python[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
@@ -27,7 +35,7 @@ def test_block_extraction() -> None:
     assert python_blocks(text) == ["x = 1\n", "y = x + 1\n"]
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
 def test_doc_code_runs(doc: Path, tmp_path: Path, run_script: Callable[..., object]) -> None:
     blocks = python_blocks(doc.read_text())
     if not blocks:
