@@ -18,6 +18,7 @@ DOCS = sorted(
     [
         ROOT / "README.md",
         ROOT / "docs" / "README.md",
+        ROOT / "docs" / "ddp.md",
         *(ROOT / "docs" / "tutorials").glob("*.md"),
         *(ROOT / "docs" / "guides").glob("*.md"),
     ]
