@@ -183,11 +183,14 @@ def test_timeline_has_both_ranks(cadence_run: dict[str, Any], tmp_path: Path) ->
     assert {"compute", "sync", "idle"} <= kinds
     events = {e.kind for e in tl.events}
     assert {"epoch_start", "epoch_end", "sync"} <= events
-    # the slowed rank computes, the fast one waits: rank 0 idles more than rank 1
-    idle = {
-        r: sum(s.duration_s for s in tl.spans if s.rank == r and s.kind == "idle") for r in (0, 1)
-    }
-    assert idle[0] > idle[1]
+
+    # ElChe balances the windows, so each rank spends more time computing than waiting (only
+    # epoch 0, cut equally before calibration, makes the fast rank idle for long)
+    def total(r: int, kind: str) -> float:
+        return sum(s.duration_s for s in tl.spans if s.rank == r and s.kind == kind)
+
+    for r in (0, 1):
+        assert total(r, "compute") > total(r, "idle"), (r, total(r, "compute"), total(r, "idle"))
     assert tl.save_html(tmp_path / "tl.html").stat().st_size > 0
 
 
