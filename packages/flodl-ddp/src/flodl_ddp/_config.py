@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from flodl_core import ConfigError
@@ -21,7 +21,39 @@ Factory = Callable[..., Any]
 
 
 @dataclass
-class TrainerConfig:
+class _RunOptions:
+    """The options both tiers share (documented on :class:`TrainerConfig`)."""
+
+    dataset: Any = None
+    batch_size: int | None = None
+    num_epochs: int | None = None
+    mode: str | Mode = "nccl-cadence"
+    bf16_wire: bool = False
+    anchor: int = 10
+    max_anchor: int = 1000
+    min_anchor: int | None = None
+    overhead_target: float = 0.10
+    max_batch_diff: int | None = None
+    speed_hint: tuple[int, float] | None = None
+    partition_ratios: Sequence[float] | None = None
+    max_grad_norm: float | None = None
+    max_overshoot: int | None = None
+    divergence_threshold: float = 0.05
+    guard: Any = None
+    meta_controller: bool = False
+    easgd_alpha: float | None = None
+    outer_optimizer: Any = None
+    scheduler: Factory | None = None
+    lr_scale_ratio: float = 1.0
+    seed: int = 42
+    batches_per_epoch: int | None = None
+    timeline: bool = False
+    slowdown: Mapping[int, float] | None = None
+    timeout_s: float = 300.0
+
+
+@dataclass
+class TrainerConfig(_RunOptions):
     """Every option of a managed run (:meth:`Trainer.builder`), with its default.
 
     Required: ``dataset``, ``batch_size``, ``num_epochs``. The three callables (model factory,
@@ -74,76 +106,23 @@ class TrainerConfig:
         timeout_s: how long a collective or a rendezvous may wait before the run fails.
     """
 
-    dataset: Any = None
-    batch_size: int | None = None
-    num_epochs: int | None = None
     devices: Sequence[Any] | None = None
-    mode: str | Mode = "nccl-cadence"
-    bf16_wire: bool = False
-    anchor: int = 10
-    max_anchor: int = 1000
-    min_anchor: int | None = None
-    overhead_target: float = 0.10
-    max_batch_diff: int | None = None
-    speed_hint: tuple[int, float] | None = None
-    partition_ratios: Sequence[float] | None = None
-    max_grad_norm: float | None = None
-    max_overshoot: int | None = None
-    divergence_threshold: float = 0.05
-    guard: Any = None
-    meta_controller: bool = False
-    easgd_alpha: float | None = None
-    outer_optimizer: Any = None
-    scheduler: Factory | None = None
-    lr_scale_ratio: float = 1.0
-    seed: int = 42
-    batches_per_epoch: int | None = None
     eval_fn: Factory | None = None
     metrics_fn: Callable[[Any], None] | None = None
     monitor: Any = None
-    timeline: bool = False
     checkpoint_every: int | None = None
     checkpoint_path: str | None = None
     resume: str | None = None
-    slowdown: Mapping[int, float] | None = field(default=None)
     threads_per_rank: int | None = None
-    timeout_s: float = 300.0
 
 
 @dataclass
-class DdpConfig:
+class DdpConfig(_RunOptions):
     """The cooperative tier's options (:meth:`Trainer.setup`): the run's data and cadence; the
     user owns the loop. Fields mean what they mean in :class:`TrainerConfig`.
 
     ``dataset`` and ``batch_size`` are required for ``session.epoch(n)``.
     """
-
-    dataset: Any = None
-    batch_size: int | None = None
-    num_epochs: int | None = None
-    mode: str | Mode = "nccl-cadence"
-    bf16_wire: bool = False
-    anchor: int = 10
-    max_anchor: int = 1000
-    min_anchor: int | None = None
-    overhead_target: float = 0.10
-    max_batch_diff: int | None = None
-    speed_hint: tuple[int, float] | None = None
-    partition_ratios: Sequence[float] | None = None
-    max_grad_norm: float | None = None
-    max_overshoot: int | None = None
-    divergence_threshold: float = 0.05
-    guard: Any = None
-    meta_controller: bool = False
-    easgd_alpha: float | None = None
-    outer_optimizer: Any = None
-    scheduler: Factory | None = None
-    lr_scale_ratio: float = 1.0
-    seed: int = 42
-    batches_per_epoch: int | None = None
-    timeline: bool = False
-    slowdown: Mapping[int, float] | None = None
-    timeout_s: float = 300.0
 
     def to_trainer_config(self) -> TrainerConfig:
         """The same options as a :class:`TrainerConfig` (fields it lacks keep their defaults)."""
