@@ -19,6 +19,8 @@ PACKAGES = sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "pyproje
 # What the tests themselves use beyond the packages' declared dependencies.
 TEST_TOOLS = ["pytest", "pytest-aiohttp"]
 TEST_ONLY = ["transformers", "griffelib"]
+# Optional extras the tests exercise (the isolation sessions install each package without them).
+TEST_EXTRAS = {"flodl-ddp": "[ft]"}
 # ruff formats the signatures on the API pages.
 DOCS_TOOLS = ["mkdocs", "mkdocs-material", "mkdocstrings[python]", "griffelib", "ruff"]
 
@@ -58,7 +60,7 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """One venv, every package editable, pytest over every package and the docs."""
     _install_torch(session)
-    editables = [arg for p in PACKAGES for arg in ("-e", f"packages/{p}")]
+    editables = [arg for p in PACKAGES for arg in ("-e", f"packages/{p}{TEST_EXTRAS.get(p, '')}")]
     editables += ["-e", "ddp-bench"]
     session.install("-c", CONSTRAINTS, *editables, *TEST_TOOLS, *TEST_ONLY)
     _extra_test_data(session)

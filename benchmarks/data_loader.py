@@ -34,7 +34,7 @@ def consume(batches: Iterable[object]) -> int:
     return n
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--samples", type=int, default=60_000)
@@ -42,8 +42,55 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64)
     cpus = os.cpu_count() or 1
     p.add_argument("--workers", default=",".join(str(i) for i in range(1, cpus + 1)))
-    args = p.parse_args()
+    return p.parse_args()
 
+
+def median_epochs(contenders: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
+    """Median seconds per contender over ``rounds`` interleaved rounds, after one warm-up each.
+
+    Each round runs every contender once in a rotating order, so drift in machine load hits
+    them all alike.
+    """
+    for fn in contenders.values():  # warm-up: worker start-up, allocator, first-touch
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            t0 = time.perf_counter()
+            contenders[name]()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _report(args: argparse.Namespace, med: dict[str, float]) -> None:
+    """The side-by-side table, relative to flodl resident, and the summary sentence."""
+    ref = med["flodl resident"]
+    names = list(med)
+    worker_names = [n for n in names if n.startswith("torch num_workers")]
+    best_workers = min(worker_names, key=med.__getitem__) if worker_names else None
+    print(
+        f"one epoch, {args.samples} x {args.features} float32, batch {args.batch}, "
+        f"{args.rounds} interleaved rounds, median; torch {torch.__version__}, "
+        f"{os.cpu_count() or 1} CPUs, {torch.get_num_threads()} intra-op threads"
+    )
+    print(f"{'loader':38s} {'epoch ms':>10s} {'vs flodl resident':>18s}")
+    for name in names:
+        mark = "  <- best torch workers" if name == best_workers else ""
+        print(f"{name:38s} {med[name] * 1e3:10.1f} {med[name] / ref:17.1f}x{mark}")
+    print(
+        f"\nflodl resident is {med['torch default (num_workers=0)'] / ref:.1f}x faster than "
+        "torch's default loader",
+        end="",
+    )
+    if best_workers:
+        print(f" and {med[best_workers] / ref:.1f}x faster than its best worker setting", end="")
+    print(".")
+
+
+def main() -> None:
+    args = _parse_args()
     g = torch.Generator().manual_seed(0)
     x = torch.randn(args.samples, args.features, generator=g)
     y = torch.randint(0, 10, (args.samples,), generator=g)
@@ -89,39 +136,7 @@ def main() -> None:
         },
         "hand-written x[perm[i:i+64]]": hand_written,
     }
-    for fn in contenders.values():  # warm-up: worker start-up, allocator, first-touch
-        fn()
-
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    names = list(contenders)
-    for r in range(args.rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for name in order:
-            t0 = time.perf_counter()
-            contenders[name]()
-            times[name].append(time.perf_counter() - t0)
-
-    med = {name: statistics.median(ts) for name, ts in times.items()}
-    ref = med["flodl resident"]
-    worker_names = [n for n in names if n.startswith("torch num_workers")]
-    best_workers = min(worker_names, key=med.__getitem__) if worker_names else None
-    print(
-        f"one epoch, {args.samples} x {args.features} float32, batch {b}, "
-        f"{args.rounds} interleaved rounds, median; torch {torch.__version__}, "
-        f"{cpus} CPUs, {torch.get_num_threads()} intra-op threads"
-    )
-    print(f"{'loader':38s} {'epoch ms':>10s} {'vs flodl resident':>18s}")
-    for name in names:
-        mark = "  <- best torch workers" if name == best_workers else ""
-        print(f"{name:38s} {med[name] * 1e3:10.1f} {med[name] / ref:17.1f}x{mark}")
-    print(
-        f"\nflodl resident is {med['torch default (num_workers=0)'] / ref:.1f}x faster than "
-        "torch's default loader",
-        end="",
-    )
-    if best_workers:
-        print(f" and {med[best_workers] / ref:.1f}x faster than its best worker setting", end="")
-    print(".")
+    _report(args, median_epochs(contenders, args.rounds))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,15 @@ for flodl, the timed loop inside the ranks for torch DDP). Goals: cadence and as
 fast rank alone (ideal 1.5x: the pair has 1.5 fast ranks' worth of compute), final loss within
 2 % of solo, flodl sync's step time <= 1.03x torch DDP's.
 
-Usage: ``python benchmarks/ddp_hetero.py [--samples 8192] [--epochs 3] [--width 768]
+Learning rates: the solo run uses SGD lr 0.02. Per-batch gradient averaging (torch DDP, flodl
+sync) steps on the pooled batch of both ranks, so it takes the linear scaling rule (lr x 2, which
+is flodl's default ``lr_scale_ratio=1.0``); cadence and async average *replicas* that each step
+on their own batches, so they keep the solo lr (``lr_scale_ratio=0.0``).
+
+The sync step-time ratio is the best of ``--sync-repeats`` alternating runs of each (the minimum
+is the run least disturbed by the rest of the machine).
+
+Usage: ``python benchmarks/ddp_hetero.py [--samples 16384] [--epochs 5] [--width 1280]
 [--modes cpu-cadence,cpu-async]``. Run it on a quiet machine: the ratios move by tens of
 percent when other processes share the cores.
 """
@@ -40,7 +48,8 @@ from flodl_ddp import MODES, Trainer
 
 IN, CLASSES = 64, 10
 SLOW = 2.0
-ARGS: dict[str, int] = {"width": 768}  # read by the factories in the spawned ranks
+LR = 0.02
+ARGS: dict[str, int] = {"width": 1280}  # read by the factories in the spawned ranks
 
 
 def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,7 +70,7 @@ def make_model() -> nn.Module:
 
 
 def make_optim(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    return torch.optim.SGD(params, lr=0.02, momentum=0.9)
+    return torch.optim.SGD(params, lr=LR, momentum=0.9)
 
 
 def train_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
@@ -109,6 +118,8 @@ def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epoc
     torch.manual_seed(42)
     model = nn.parallel.DistributedDataParallel(make_model())
     opt = make_optim(list(model.parameters()))
+    for g in opt.param_groups:  # the linear scaling rule, as flodl sync's lr_scale_ratio=1.0
+        g["lr"] = LR * 2
     per = x.shape[0] // 2 // batch * batch
     dist.barrier()
     t = time.perf_counter()
@@ -152,6 +163,7 @@ def run_torch_ddp(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int,
 
 def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int,
               batch: int) -> tuple[float, float, str]:  # fmt: skip
+    sync = mode.endswith("-sync")
     handle = (
         Trainer.builder(make_model, make_optim, train_step)
         .dataset((x, y))
@@ -159,6 +171,7 @@ def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int,
         .num_epochs(epochs)
         .devices(["cpu", "cpu"])
         .mode(mode)
+        .lr_scale_ratio(1.0 if sync else 0.0)
         .slowdown({1: SLOW})
         .run()
     )
@@ -166,18 +179,24 @@ def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int,
     ms = sum(m.epoch_ms for m in handle.history)
     samples = sum(r.samples for m in handle.history for r in m.per_rank)
     last = handle.history[-1]
-    note = f"anchor {last.anchor}, counts {last.counts}" if last.counts else "per batch"
+    lr = "lr x 2" if sync else "lr x 1"
+    note = (
+        f"anchor {last.anchor}, counts {last.counts}, {lr}" if last.counts else f"per batch, {lr}"
+    )
     return samples / (ms / 1000.0), eval_loss(state.state_dict()), note
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--samples", type=int, default=8192)
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--samples", type=int, default=16384)
+    p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--width", type=int, default=768)
+    p.add_argument("--width", type=int, default=1280)
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated flodl modes")
     p.add_argument("--no-torch-ddp", action="store_true", help="skip the torch DDP baseline")
+    p.add_argument(
+        "--sync-repeats", type=int, default=2, help="alternating runs for the sync step ratio"
+    )
     args = p.parse_args()
     ARGS["width"] = args.width
     os.environ["DDP_HETERO_WIDTH"] = str(args.width)  # spawned flodl ranks build the same model
@@ -188,12 +207,26 @@ def main() -> None:
     solo_sps, solo_loss = run_solo(x, y, args.epochs, args.batch)
     rows.append(("fast rank alone", solo_sps, solo_loss, "1 rank"))
     ddp_sps = None
+    best: dict[str, float] = {}  # best throughput over the repeats, for the sync step ratio
+    sync_modes = [m for m in modes if m.endswith("-sync")]
     if not args.no_torch_ddp:
         ddp_sps, loss = run_torch_ddp(x, y, args.epochs, args.batch, args.width)
-        rows.append(("torch DDP per-batch", ddp_sps, loss, "per batch"))
+        rows.append(("torch DDP per-batch", ddp_sps, loss, "per batch, lr x 2"))
+        best["ddp"] = ddp_sps
     for mode in modes:
         sps, loss, note = run_flodl(mode, x, y, args.epochs, args.batch)
         rows.append((f"flodl {mode}", sps, loss, note))
+        best[mode] = sps
+    # The fast rank alone again at the end: the better of its two runs is the reference, so a
+    # slow first run (a busier moment of the machine) cannot flatter the ratios.
+    solo_sps = max(solo_sps, run_solo(x, y, args.epochs, args.batch)[0])
+    rows[0] = ("fast rank alone", solo_sps, solo_loss, "1 rank, best of 2 runs")
+    if not args.no_torch_ddp:
+        for _ in range(max(0, args.sync_repeats - 1)):
+            best["ddp"] = max(best["ddp"], run_torch_ddp(x, y, args.epochs, args.batch,
+                                                         args.width)[0])  # fmt: skip
+            for mode in sync_modes:
+                best[mode] = max(best[mode], run_flodl(mode, x, y, args.epochs, args.batch)[0])
 
     print(
         f"flodl ddp_hetero: 2 CPU ranks x 1 thread, rank 1 slowed {SLOW:g}x, width {args.width}, "
@@ -205,12 +238,13 @@ def main() -> None:
             f"{name:<24}{sps:>12.0f}{sps / solo_sps:>9.2f}x{loss:>10.4f}"
             f"{(loss - solo_loss) / solo_loss:>+9.1%}  {note}"
         )
-    sync = {n: s for n, s, _, _ in rows}
     if ddp_sps is not None:
-        for mode in ("nccl-sync", "cpu-sync"):
-            if f"flodl {mode}" in sync:
-                ratio = ddp_sps / sync[f"flodl {mode}"]
-                print(f"step time flodl {mode} / torch DDP: {ratio:.3f} (goal <= 1.03)")
+        for mode in sync_modes:
+            ratio = best["ddp"] / best[mode]
+            print(
+                f"step time flodl {mode} / torch DDP: {ratio:.3f} (goal <= 1.03; best of "
+                f"{max(1, args.sync_repeats)} runs each)"
+            )
 
 
 if __name__ == "__main__":

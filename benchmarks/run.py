@@ -22,7 +22,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -36,6 +35,7 @@ sys.path.insert(0, str(HERE))
 
 from models import MODELS, Bench  # noqa: E402
 
+from flodl_core import atomic_write  # noqa: E402
 from flodl_graph import FlowBuilder  # noqa: E402
 
 START, END = "<!-- graph:start -->", "<!-- graph:end -->"
@@ -214,14 +214,7 @@ def write_section(path: Path, section: str) -> None:
         new = head + section + tail
     else:
         new = text.rstrip("\n") + "\n\n" + section
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(new)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write(path, new)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,6 +81,23 @@ def pretrain(part: Graph, inputs: torch.Tensor, target: torch.Tensor, path: str)
     return part.trend("loss").latest()
 
 
+def train_epoch(model: Graph, opt: Adam, x: torch.Tensor, h: torch.Tensor, y: torch.Tensor) -> None:
+    """One epoch of the composed model, recording its loss and each part's own measure."""
+    for xb, hb, yb in batches(x, h, y):
+        logits = model(xb)
+        loss = F.cross_entropy(logits, yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        model.record_scalar("total_loss", loss.item())
+        # Cross-boundary observation: the scan's fit, measured on its own tag.
+        hidden = model.tagged_at("encoder.scan.hidden")
+        model.record_at("encoder.scan.loss", F.mse_loss(hidden, hb).item())
+        acc = (logits.argmax(dim=1) == yb).float().mean().item()
+        model.record_at("encoder.read.accuracy", acc)
+    model.flush()  # one call flushes the whole tree
+
+
 def main() -> None:
     manual_seed(0)
     x, h, r, y = teacher_data()
@@ -102,19 +119,7 @@ def main() -> None:
     opt = Adam.with_groups().group(model.parameters_at("logits"), lr=5e-2).build()
     phase = 1
     for epoch in range(MAX_EPOCHS):
-        for xb, hb, yb in batches(x, h, y):
-            logits = model(xb)
-            loss = F.cross_entropy(logits, yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            model.record_scalar("total_loss", loss.item())
-            # Cross-boundary observation: the scan's fit, measured on its own tag.
-            hidden = model.tagged_at("encoder.scan.hidden")
-            model.record_at("encoder.scan.loss", F.mse_loss(hidden, hb).item())
-            acc = (logits.argmax(dim=1) == yb).float().mean().item()
-            model.record_at("encoder.read.accuracy", acc)
-        model.flush()  # one call flushes the whole tree
+        train_epoch(model, opt, x, h, y)
 
         trend = model.trend("total_loss")
         # A trend of fewer than two epochs is flat (stalled) by definition: wait for five.

@@ -1,6 +1,6 @@
 """Showcase: every graph-builder construct in one model, trained for a few steps.
 
-The model of the flodl README's "Graph Builder" section (split/merge, a refinement loop, a
+The graph-builder showcase model of floDl (Rust) (split/merge, a refinement loop, a
 gate with a backward ref, a switch, a recurrent memory carried across calls by a forward ref,
 a while loop), plus ``also``, ``fork``, ``map`` and an auxiliary input. Run:
 ``./fdl run examples/showcase.py``.

@@ -41,13 +41,40 @@ def build_model(width: int = 32) -> Graph:
     )
 
 
-def main(argv: list[str] | None = None) -> float:
-    """Train, checkpoint and reload; returns the reloaded model's validation MSE."""
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=None, help="default 60 (--quick: 12)")
     parser.add_argument("--quick", action="store_true", help="a few epochs, for a smoke run")
     parser.add_argument("--out", type=Path, default=Path("runs/sine_wave"))
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def val_mse(model: Graph, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Mean squared error of ``model`` on (x, y), in eval mode without gradients."""
+    model.eval()
+    with torch.no_grad():
+        return float(fc.mse_loss(model(x), y))
+
+
+def reload_and_check(
+    checkpoint: Path, val_x: torch.Tensor, val_y: torch.Tensor, best: float
+) -> float:
+    """The round trip: a freshly built graph (same structure, so the same hash) takes the file
+    and must predict exactly as the saved one did. Returns its validation MSE."""
+    restored = build_model()
+    restored.load_checkpoint(checkpoint)
+    reloaded = val_mse(restored, val_x, val_y)
+    print(f"  best checkpoint: {checkpoint}  val MSE {best:.5f}; reloaded: {reloaded:.5f}")
+    assert abs(reloaded - best) <= 1e-6 * max(1.0, best), "reloaded model predicts differently"
+    probe = torch.tensor([[-math.pi / 2], [0.0], [math.pi / 2]])
+    with torch.no_grad():
+        print("  sin(-π/2, 0, π/2) ≈", [round(v, 3) for v in restored(probe).flatten().tolist()])
+    return reloaded
+
+
+def main(argv: list[str] | None = None) -> float:
+    """Train, checkpoint and reload; returns the reloaded model's validation MSE."""
+    args = parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
     epochs = args.epochs or (12 if quick else 60)
 
@@ -76,9 +103,7 @@ def main(argv: list[str] | None = None) -> float:
             opt.step()
             model.record_scalar("loss", loss.item())
             step += 1
-        model.eval()
-        with torch.no_grad():
-            val = float(fc.mse_loss(model(val_x), val_y))
+        val = val_mse(model, val_x, val_y)
         model.record_scalar("val", val)
         model.record_scalar("lr", opt.lr())
         model.flush()
@@ -88,18 +113,7 @@ def main(argv: list[str] | None = None) -> float:
         monitor.log(epoch, time.perf_counter() - t0, model)
     monitor.finish()
 
-    # The round trip: a freshly built graph (same structure, so the same hash) takes the file.
-    restored = build_model()
-    restored.load_checkpoint(checkpoint)
-    restored.eval()
-    with torch.no_grad():
-        reloaded = float(fc.mse_loss(restored(val_x), val_y))
-    print(f"  best checkpoint: {checkpoint}  val MSE {best:.5f}; reloaded: {reloaded:.5f}")
-    assert abs(reloaded - best) <= 1e-6 * max(1.0, best), "reloaded model predicts differently"
-    probe = torch.tensor([[-math.pi / 2], [0.0], [math.pi / 2]])
-    with torch.no_grad():
-        print("  sin(-π/2, 0, π/2) ≈", [round(v, 3) for v in restored(probe).flatten().tolist()])
-    return reloaded
+    return reload_and_check(checkpoint, val_x, val_y, best)
 
 
 if __name__ == "__main__":

@@ -198,6 +198,66 @@ def default_devices() -> tuple[str, ...]:
     return tuple(f"cuda:{g.index}" for g in gpus) if len(gpus) >= 2 else ("cpu", "cpu")
 
 
+def _resolve_devices(
+    ns: argparse.Namespace, preset: dict[str, Any], detect: bool, fallback: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``--devices``, else the preset's, else the machine's (or ``fallback`` without detection)."""
+    if ns.devices is not None:
+        return _devices(ns.devices)
+    if "devices" in preset:
+        return preset["devices"]
+    return default_devices() if detect else fallback
+
+
+def _training_options(ns: argparse.Namespace) -> dict[str, Any]:
+    """The explicitly given numeric training options, checked."""
+    out: dict[str, Any] = {}
+    if ns.epochs is not None:
+        out["epochs"] = _int("--epochs", ns.epochs, 1)
+    if ns.batches is not None:
+        out["batches"] = _int("--batches", ns.batches, 1)
+    if ns.batch_size is not None:
+        out["batch_size"] = _int("--batch-size", ns.batch_size, 1)
+    if ns.lr_scale is not None:
+        out["lr_scale"] = _float("--lr-scale", ns.lr_scale, 0.0)
+    if ns.seed is not None:
+        out["seed"] = _int("--seed", ns.seed, 0)
+    return out
+
+
+def _output_options(ns: argparse.Namespace) -> dict[str, Any]:
+    """The explicitly given output, data, dashboard and baseline options, checked."""
+    out: dict[str, Any] = {}
+    if ns.output is not None:
+        out["output"] = Path(ns.output)
+    if ns.data_dir is not None:
+        out["data_dir"] = Path(ns.data_dir)
+    if ns.monitor is not None:
+        out["monitor"] = _int("--monitor", ns.monitor, 1)
+        if out["monitor"] > 65535:
+            raise UsageError(
+                f"--monitor: port {out['monitor']} is above 65535", "pick a port in 1..65535"
+            )
+    if ns.baseline is not None:
+        out["baseline"] = Path(ns.baseline)
+    if ns.tolerance is not None:
+        out["tolerance"] = _float("--tolerance", ns.tolerance, 0.0, 1.0)
+    return out
+
+
+def _set_baseline_flags(ns: argparse.Namespace, changes: dict[str, Any]) -> None:
+    """Apply ``--validate`` / ``--save-baseline`` over the preset's; they exclude each other."""
+    if ns.validate:
+        changes["validate"] = True
+    if ns.save_baseline:
+        changes["save_baseline"] = True
+    if changes.get("validate") and changes.get("save_baseline"):
+        raise UsageError(
+            "--validate and --save-baseline exclude each other",
+            "save a baseline once, then validate later runs against it",
+        )
+
+
 def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
     """The config of parsed arguments: defaults, then the preset, then explicit options."""
     cfg = BenchConfig()
@@ -205,12 +265,7 @@ def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
     if ns.preset and ns.preset not in PRESETS:
         raise UsageError(f"unknown preset {ns.preset!r}; expected one of {', '.join(PRESETS)}")
     trains_by_default = ns.model is None and ns.mode is None and ns.preset is None
-    if ns.devices is not None:
-        devices = _devices(ns.devices)
-    elif "devices" in preset:
-        devices = preset["devices"]
-    else:
-        devices = default_devices() if detect else cfg.devices
+    devices = _resolve_devices(ns, preset, detect, cfg.devices)
     changes: dict[str, Any] = {"devices": devices, "preset": ns.preset}
     for key in ("models", "modes", "epochs", "batches", "slowdown", "output", "validate", "train"):
         if key in preset:
@@ -221,43 +276,13 @@ def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
         changes["modes"] = _modes(ns.mode, len(devices))
     elif "modes" not in preset:
         changes["modes"] = _modes("all", len(devices))
-    if ns.epochs is not None:
-        changes["epochs"] = _int("--epochs", ns.epochs, 1)
-    if ns.batches is not None:
-        changes["batches"] = _int("--batches", ns.batches, 1)
-    if ns.batch_size is not None:
-        changes["batch_size"] = _int("--batch-size", ns.batch_size, 1)
-    if ns.lr_scale is not None:
-        changes["lr_scale"] = _float("--lr-scale", ns.lr_scale, 0.0)
-    if ns.seed is not None:
-        changes["seed"] = _int("--seed", ns.seed, 0)
-    if ns.output is not None:
-        changes["output"] = Path(ns.output)
-    if ns.data_dir is not None:
-        changes["data_dir"] = Path(ns.data_dir)
-    if ns.monitor is not None:
-        changes["monitor"] = _int("--monitor", ns.monitor, 1)
-        if changes["monitor"] > 65535:
-            raise UsageError(
-                f"--monitor: port {changes['monitor']} is above 65535", "pick a port in 1..65535"
-            )
-    if ns.baseline is not None:
-        changes["baseline"] = Path(ns.baseline)
-    if ns.tolerance is not None:
-        changes["tolerance"] = _float("--tolerance", ns.tolerance, 0.0, 1.0)
+    changes.update(_training_options(ns))
+    changes.update(_output_options(ns))
     if ns.slowdown:
         changes["slowdown"] = _slowdown(ns.slowdown, len(devices))
     elif "slowdown" in preset:
         changes["slowdown"] = {r: f for r, f in preset["slowdown"].items() if r < len(devices)}
-    if ns.validate:
-        changes["validate"] = True
-    if ns.save_baseline:
-        changes["save_baseline"] = True
-    if changes.get("validate") and changes.get("save_baseline"):
-        raise UsageError(
-            "--validate and --save-baseline exclude each other",
-            "save a baseline once, then validate later runs against it",
-        )
+    _set_baseline_flags(ns, changes)
     report = ns.report if ns.report is not None else preset.get("report")
     if trains_by_default and (ns.report is not None or ns.validate or ns.save_baseline):
         changes["train"] = False  # only --report / --validate / --save-baseline: use saved runs

@@ -10,6 +10,7 @@ import math
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from flodl_ddp import Trainer
@@ -21,7 +22,7 @@ from ._record import EpochRow, RankTime, RunRecord, save_record
 from ._rotate import rotate
 from ._task import EvalFn, ModelFactory, OptimFactory, SchedFactory, TrainStep
 from ._timeline_stats import rank_times
-from .data import load_dataset
+from .data import DataBundle, load_dataset
 from .models import SPECS
 
 Log = Callable[[str], None]
@@ -96,23 +97,21 @@ def _ranks_from_metrics(rows: list[Any], world: int) -> list[RankTime]:
     return out
 
 
-def run_one(
-    cfg: BenchConfig, model: str, mode: str, hw: dict[str, Any], log: Log = print
-) -> RunRecord:
-    """Train ``model`` in ``mode``; writes the run folder and returns the record (an exception
-    inside the run makes an ``incomplete`` record, never a lost one)."""
-    spec = SPECS[model]
-    bundle = load_dataset(spec.dataset, cfg.data_dir)
-    folder = cfg.output / model / mode
-    rotate(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    devices, slowdown = run_devices(cfg, mode)
-    epochs = cfg.epochs or spec.epochs
-    batch = cfg.batch_size or spec.batch_size
+def _header(
+    cfg: BenchConfig,
+    run: str,
+    bundle: DataBundle,
+    devices: list[str],
+    slowdown: dict[int, float],
+    hw: dict[str, Any],
+    epochs: int,
+    batch: int,
+) -> list[str]:
+    """The ``#`` lines that open a run's training.log: what ran, where, on which data."""
     tag = " [synthetic]" if bundle.synthetic else ""
     slow = ", ".join(f"rank {r} slowed {f:g}x" for r, f in sorted(slowdown.items()))
-    header = [
-        f"# ddp-bench {model} / {mode}{tag}",
+    return [
+        f"# ddp-bench {run}{tag}",
         f"# devices: {', '.join(devices)}{f' ({slow})' if slow else ''} | host {hw['host']} | "
         f"{hw['cpu']} | torch {hw['torch']}",
         f"# data: {bundle.source}",
@@ -120,14 +119,21 @@ def run_one(
         + (f", at most {cfg.batches} batches per epoch" if cfg.batches else "")
         + f", seed {cfg.seed}",
     ]
-    lines = list(header)
-    for h in header:
-        log(f"[{model}/{mode}] {h}")
 
-    monitor = Monitor(epochs, stream=io.StringIO())
-    monitor.set_metadata({"model": model, "mode": mode, "devices": devices, "data": bundle.source})
-    if cfg.monitor is not None:
-        log(f"[{model}/{mode}] dashboard: {monitor.serve(cfg.monitor)}")
+
+def _trainer(
+    cfg: BenchConfig,
+    model: str,
+    mode: str,
+    bundle: DataBundle,
+    devices: list[str],
+    slowdown: dict[int, float],
+    epochs: int,
+    batch: int,
+    monitor: Monitor,
+) -> Any:
+    """The configured trainer builder of one run (``.run()`` starts it)."""
+    spec = SPECS[model]
     b = (
         Trainer.builder(ModelFactory(model, bundle.vocab), OptimFactory(model), TrainStep(model))
         # plain tensors: they travel to spawned ranks through torch's shared-memory pickling
@@ -148,42 +154,88 @@ def run_one(
         b = b.batches_per_epoch(cfg.batches)
     if spec.schedule != "flat":
         b = b.scheduler(SchedFactory(model))
-    b = b.lr_scale_ratio(cfg.lr_scale)  # (1 + ratio * (world - 1)): no effect on one device
+    return b.lr_scale_ratio(cfg.lr_scale)  # (1 + ratio * (world - 1)): no effect on one device
 
-    started = datetime.datetime.now().isoformat(timespec="seconds")
+
+def _train(
+    b: Any, run: str, eval_name: str, synthetic: bool, lines: list[str], log: Log
+) -> tuple[list[EpochRow], list[Any], str | None, Any]:
+    """Run the trainer, logging each epoch into ``lines`` and ``log``.
+
+    Returns the epoch rows, the raw metrics, the error (``None`` when it finished) and the
+    timeline (``None`` when the run failed before producing one).
+    """
     rows: list[EpochRow] = []
     raw: list[Any] = []
     error: str | None = None
     timeline: Any = None
-    t0 = time.perf_counter()
     try:
         handle = b.run()
         while (m := handle.next_metrics()) is not None:
             raw.append(m)
-            rows.append(_row(m, spec.eval_name))
-            line = epoch_line(rows[-1], bundle.synthetic)
+            rows.append(_row(m, eval_name))
+            line = epoch_line(rows[-1], synthetic)
             lines.append(line)
-            log(f"[{model}/{mode}] {line}")
+            log(f"[{run}] {line}")
         handle.join()
         timeline = handle.timeline()
     except Exception as e:  # the run failed: keep what it produced and say why
         error = f"{type(e).__name__}: {e}".splitlines()[0]
         lines.append(f"# FAILED: {error}")
         lines += ["# " + t for t in traceback.format_exc().rstrip().splitlines()]
-        log(f"[{model}/{mode}] FAILED: {error}")
-    total = time.perf_counter() - t0
-    lines.append(f"total: {total:.1f}s{tag}")
-    log(f"[{model}/{mode}] total: {total:.1f}s{tag}")
-    write_text_atomic(folder / "training.log", "\n".join(lines) + "\n")
+        log(f"[{run}] FAILED: {error}")
+    return rows, raw, error, timeline
 
-    ranks, anchor_changes, throttles = [], None, None
+
+def _save_timeline(
+    timeline: Any, raw: list[Any], folder: Path, world: int
+) -> tuple[list[RankTime], int | None, int | None]:
+    """Write the timeline files (when there is a timeline) and account each rank's time."""
     if timeline is not None:
         timeline.save_json(folder / "timeline.json")
         timeline.save_csv(folder / "timeline.csv")
         timeline.save_html(folder / "timeline.html")
-        ranks, anchor_changes, throttles = _timeline_times(timeline, len(devices))
-    elif raw:
-        ranks = _ranks_from_metrics(raw, len(devices))
+        return _timeline_times(timeline, world)
+    if raw:
+        return _ranks_from_metrics(raw, world), None, None
+    return [], None, None
+
+
+def run_one(
+    cfg: BenchConfig, model: str, mode: str, hw: dict[str, Any], log: Log = print
+) -> RunRecord:
+    """Train ``model`` in ``mode``; writes the run folder and returns the record (an exception
+    inside the run makes an ``incomplete`` record, never a lost one)."""
+    spec = SPECS[model]
+    bundle = load_dataset(spec.dataset, cfg.data_dir)
+    folder = cfg.output / model / mode
+    rotate(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    devices, slowdown = run_devices(cfg, mode)
+    epochs = cfg.epochs or spec.epochs
+    batch = cfg.batch_size or spec.batch_size
+    tag = " [synthetic]" if bundle.synthetic else ""
+    run = f"{model}/{mode}"
+    header = _header(cfg, run, bundle, devices, slowdown, hw, epochs, batch)
+    lines = list(header)
+    for h in header:
+        log(f"[{run}] {h}")
+
+    monitor = Monitor(epochs, stream=io.StringIO())
+    monitor.set_metadata({"model": model, "mode": mode, "devices": devices, "data": bundle.source})
+    if cfg.monitor is not None:
+        log(f"[{run}] dashboard: {monitor.serve(cfg.monitor)}")
+    b = _trainer(cfg, model, mode, bundle, devices, slowdown, epochs, batch, monitor)
+
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    rows, raw, error, timeline = _train(b, run, spec.eval_name, bundle.synthetic, lines, log)
+    total = time.perf_counter() - t0
+    lines.append(f"total: {total:.1f}s{tag}")
+    log(f"[{run}] total: {total:.1f}s{tag}")
+    write_text_atomic(folder / "training.log", "\n".join(lines) + "\n")
+
+    ranks, anchor_changes, throttles = _save_timeline(timeline, raw, folder, len(devices))
     monitor.finish()
     monitor.save_dashboard(folder / "dashboard.html")
     monitor.close()

@@ -43,12 +43,7 @@ def rank_times(spans: Iterable[Span], events: Iterable[Event], world_size: int) 
             rt.data_s += d
         elif kind == "idle":
             rt.idle_s += d
-            if any(abs(s - end) <= NEAR_S for s in sync_starts[rank]):
-                cause = "sync_wait"
-            elif any(start - NEAR_S <= t <= end + NEAR_S for t in epoch_marks):
-                cause = "epoch_boundary"
-            else:
-                cause = "other"
+            cause = _idle_cause(start, end, sync_starts[rank], epoch_marks)
             rt.idle_causes[cause] = rt.idle_causes.get(cause, 0.0) + d
     for rt in out:
         untracked = rt.wall_s - (rt.compute_s + rt.sync_s + rt.data_s + rt.idle_s)
@@ -56,3 +51,14 @@ def rank_times(spans: Iterable[Span], events: Iterable[Event], world_size: int) 
             rt.idle_causes["untracked"] = untracked
             rt.idle_s += untracked
     return out
+
+
+def _idle_cause(
+    start: float, end: float, sync_starts: list[float], epoch_marks: list[float]
+) -> str:
+    """Why a rank sat idle over ``[start, end]``: see :func:`rank_times` for the causes."""
+    if any(abs(s - end) <= NEAR_S for s in sync_starts):
+        return "sync_wait"
+    if any(start - NEAR_S <= t <= end + NEAR_S for t in epoch_marks):
+        return "epoch_boundary"
+    return "other"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +116,14 @@ def test_embed_json_lines_and_safetensors(tmp_path: Path, capsys: Any) -> None:
     assert len(rows) == 2 and len(rows[0]) == 16
     assert abs(sum(v * v for v in rows[0]) - 1.0) < 1e-4  # normalised
     out = tmp_path / "emb.safetensors"
-    assert _run("embed", str(folder), "the cat", "a mat", "--out", str(out)) == 0
+    old = os.umask(0o027)
+    try:
+        assert _run("embed", str(folder), "the cat", "a mat", "--out", str(out)) == 0
+    finally:
+        os.umask(old)
     assert load_file(str(out))["embeddings"].shape == (2, 16)
+    assert out.stat().st_mode & 0o777 == 0o640  # the umask's mode, not a temp file's 0600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_export_infers_the_task_and_converts(tmp_path: Path, capsys: Any) -> None:

@@ -62,6 +62,18 @@ def sleepy_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tens
     return mse_step(model, batch)
 
 
+def id_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """:func:`sleepy_step` that also appends the batch's sample ids (its third tensor) to a file
+    of this process in ``$FLODL_TEST_IDS_DIR``: the test counts how often each sample was run."""
+    import os
+
+    folder = os.environ.get("FLODL_TEST_IDS_DIR")
+    if folder:
+        with open(os.path.join(folder, f"ids-{os.getpid()}.txt"), "a") as f:
+            f.write(" ".join(str(i) for i in batch[2].tolist()) + "\n")
+    return sleepy_step(model, batch)
+
+
 def _rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
@@ -193,6 +205,33 @@ def _eval_mse(state, x: torch.Tensor, y: torch.Tensor) -> float:
         return float(nn.functional.mse_loss(m(x), y))
 
 
+def _cooperative_session(
+    x: torch.Tensor, y: torch.Tensor, xt: torch.Tensor, yt: torch.Tensor
+) -> dict:
+    """The cooperative tier on this rank: the user's own loop over ``session.epoch(n)``."""
+    from flodl_ddp import DdpConfig, Trainer
+
+    torch.manual_seed(100 + _rank())  # different initial weights per rank: setup must unify them
+    cfg = DdpConfig(dataset=(x, y), batch_size=16, mode="cpu-cadence", anchor=4)
+    session = Trainer.setup(make_model(), make_adam, cfg)
+    batches = 0
+    for epoch in range(3):
+        for batch in session.epoch(epoch):
+            loss = nn.functional.mse_loss(session.model(batch[0]), batch[1])
+            session.step(loss)
+            batches += 1
+    state = session.state()
+    out = {
+        "world": session.world_size,
+        "batches": batches,
+        "losses": [m.avg_loss for m in session.metrics],
+        "eval": _eval_mse(state, xt, yt),
+        "params": {k: v.flatten().tolist() for k, v in state.params.items()},
+    }
+    session.close()
+    return out
+
+
 def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int, ckpt: str) -> None:
     """Runs as one rank with torchrun's environment set: every mode in turn, the resume test,
     then mismatched replicas; each result is written before the next run starts."""
@@ -239,6 +278,9 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
             ),
             "epochs_run": [m.epoch for m in resumed_handle.history],
         }
+        _write(out_dir, rank, results)
+
+        results["session"] = _cooperative_session(x, y, xt, yt)
         _write(out_dir, rank, results)
 
         try:

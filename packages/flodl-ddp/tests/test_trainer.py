@@ -26,7 +26,7 @@ from flodl_ddp import (
     TrainerConfig,
     record_scalar,
 )
-from flodl_ddp._policy import Overshoot, auto_overshoot, cap_batches
+from flodl_ddp._policy import Overshoot, auto_overshoot
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
@@ -268,13 +268,6 @@ def test_session_needs_a_step_per_batch() -> None:
 # ---- policy helpers -------------------------------------------------------------------------
 
 
-def test_cap_batches_scales_proportionally() -> None:
-    assert cap_batches([20, 10], None) == [20, 10]
-    assert cap_batches([20, 10], 40) == [20, 10]
-    assert cap_batches([20, 10], 15) == [10, 5]
-    assert sum(cap_batches([7, 5, 3], 10)) == 10
-
-
 def test_overshoot_grows_and_resets() -> None:
     assert auto_overshoot(50) == 2 and auto_overshoot(350) == 3 and auto_overshoot(10_000) == 5
     o = Overshoot(None, 350)
@@ -293,3 +286,13 @@ def test_overshoot_grows_and_resets() -> None:
 
 def test_no_guard_object_is_accepted() -> None:
     assert _builder().guard(NoGuard()).build_config().guard is not None
+
+
+def test_summary_line_under_torchrun_counts_the_whole_world() -> None:
+    from flodl_ddp._launch import summary_line
+    from flodl_ddp._modes import parse_mode
+
+    mode = parse_mode("cpu-cadence")
+    assert summary_line(["cpu", "cpu"], mode).startswith("  ddp: 2 ranks (homogeneous) | cpu")
+    line = summary_line(["cpu"], mode, world=4)
+    assert line.startswith("  ddp: 4 ranks under torchrun | this node: cpu |"), line

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from flodl_core import BuildError
-from flodl_graph import FlowBuilder, MergeOp, StateAdd
+from flodl_graph import FixedSelector, FlowBuilder, MergeOp, NodeKind, SoftmaxRouter, StateAdd
 
 
 def lin(i: int = 8, o: int = 8) -> nn.Linear:
@@ -277,3 +277,28 @@ def test_unused_fork_still_runs() -> None:
     g = FlowBuilder(lin()).fork(bn).through(lin()).build()
     g(torch.randn(4, 8))
     assert int(bn.num_batches_tracked) == 1
+
+
+def test_append_returns_the_new_id() -> None:
+    fb = FlowBuilder(nn.Linear(2, 2))
+    nid = fb._append(NodeKind.MODULE, nn.ReLU(), ["linear_1"], lambda n: f"through({n})")
+    assert nid == "relu_2"
+    assert fb._append(NodeKind.INPUT, None, [], "input('ctx')", prefix="input_ctx") == "input_ctx_3"
+    rec = fb._recording()
+    assert [(n.id, n.kind, n.call) for n in rec.nodes[1:]] == [
+        ("relu_2", NodeKind.MODULE, "through(relu_2)"),
+        ("input_ctx_3", NodeKind.INPUT, "input('ctx')"),
+    ]
+
+
+def test_composite_nodes_know_their_id() -> None:
+    g = (FlowBuilder(nn.Linear(2, 2)).gate(SoftmaxRouter(2, 2), [nn.Linear(2, 2)] * 2)
+         .switch(FixedSelector(0), [nn.Linear(2, 2), nn.Linear(2, 2)])
+         .loop_body(nn.Linear(2, 2)).for_n(2).map(nn.Linear(2, 2)).each().build())  # fmt: skip
+    assert [(n.id, getattr(n.module, "node", None)) for n in g.nodes[1:]] == [
+        ("gate_2", "gate_2"),
+        ("switch_3", "switch_3"),
+        ("loop_4", "loop_4"),
+        ("map_5", "map_5"),
+    ]
+    assert [n.kind for n in g.nodes] == ["module", "gate", "switch", "loop", "map"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,19 @@ def test_base_export_has_bare_keys(tiny_models: dict, tmp_path: Path) -> None:
     assert "embeddings.word_embeddings.weight" in keys and not any(
         k.startswith("albert.") for k in keys
     )
+
+
+def test_exported_files_get_the_umask_mode(
+    tiny_models: dict, tokenizer_file: Path, tmp_path: Path
+) -> None:
+    folder, _ = tiny_models["distilbert", "mlm"]
+    model = fh.AutoModelForMaskedLM.from_pretrained(folder)
+    model.with_tokenizer(fh.HfTokenizer.from_file(tokenizer_file))
+    old = os.umask(0o027)
+    try:
+        out = fh.export(model, tmp_path / "x")
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    # 0o666 & ~0o027, as for any new file (not the 0o600 of a mkstemp temp file)
+    assert modes == {"config.json": 0o640, "model.safetensors": 0o640, "tokenizer.json": 0o640}

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from flodl_monitor import epoch_line, finish_line, format_bytes, format_eta, format_metric
+from flodl_monitor._format import format_vram
 
 
 @pytest.mark.parametrize(
@@ -82,14 +83,35 @@ def test_epoch_line_last_epoch_has_no_eta() -> None:
     )
 
 
-def test_epoch_line_vram_alloc_spill_and_gpu_util() -> None:
+def test_epoch_line_vram_used_over_total_and_gpu_util() -> None:
     alloc = int(2.1 * 2**30)
     line = epoch_line(
         9, 100, {"loss": 0.3817}, 0.025, 2.2, vram_alloc=alloc, vram_total=6 * 2**30, gpu_util=82.4
     )
-    assert line == "  epoch  10/100  loss=0.3817  [25ms  ETA 2.2s]  VRAM: 2.1 GB / 0 B (82%)"
+    assert line == "  epoch  10/100  loss=0.3817  [25ms  ETA 2.2s]  VRAM: 2.1/6.0 GB (82%)"
     spilled = epoch_line(0, 9, {}, 1.0, None, vram_alloc=7 * 2**30, vram_total=6 * 2**30)
-    assert spilled == "  epoch 1/9  [1s]  VRAM: 7.0 GB / 1.0 GB"
+    assert spilled == "  epoch 1/9  [1s]  VRAM: 7.0/6.0 GB +1.0 GB spill"
+    unknown = epoch_line(0, 9, {}, 1.0, None, vram_alloc=alloc, vram_total=None, gpu_util=50.0)
+    assert unknown == "  epoch 1/9  [1s]  VRAM: 2.1 GB (50%)"
+    assert epoch_line(0, 9, {}, 1.0, None, gpu_util=50.0) == "  epoch 1/9  [1s]"
+
+
+@pytest.mark.parametrize(
+    ("alloc", "total", "text"),
+    [
+        (int(2.1 * 2**30), 6 * 2**30, "2.1/6.0 GB"),
+        (512 * 2**20, 6 * 2**30, "0.5/6.0 GB"),  # the total's unit, so columns line up
+        (0, 24 * 2**30, "0.0/24.0 GB"),
+        (300 * 2**20, 512 * 2**20, "300/512 MB"),
+        (3 * 2**10, 8 * 2**10, "3/8 KB"),
+        (100, 900, "100/900 B"),
+        (int(6.5 * 2**30), 6 * 2**30, "6.5/6.0 GB +512 MB spill"),
+        (int(2.1 * 2**30), None, "2.1 GB"),
+        (int(2.1 * 2**30), 0, "2.1 GB"),  # a zero total means unknown, not "/0"
+    ],
+)
+def test_format_vram(alloc: int, total: int | None, text: str) -> None:
+    assert format_vram(alloc, total) == text
 
 
 def test_epoch_line_color_only_adds_ansi_around_the_same_text() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+from typing import Any
 
 import pytest
 
@@ -177,6 +179,67 @@ def test_rank_that_stops_reporting_is_lost_once_and_can_come_back() -> None:
     assert tree.node("root")["children"][1]["lost"] is False
     tree.close("root/r0")
     assert [a.path for a in tree.check_stale(now=140.0)] == ["root/r1"]
+
+
+class _OwnedLock:
+    """An RLock that knows its owner, to check what runs under it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._owner: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+        self._lock.release()
+
+    def held(self) -> bool:
+        return self._owner == threading.get_ident()
+
+
+class _GuardedSet(set):  # type: ignore[type-arg]
+    def __init__(self, lock: _OwnedLock) -> None:
+        super().__init__()
+        self.lock = lock
+        self.unguarded: list[str] = []
+
+    def add(self, item: Any) -> None:
+        if not self.lock.held():
+            self.unguarded.append(f"add {item}")
+        super().add(item)
+
+    def discard(self, item: Any) -> None:
+        if not self.lock.held():
+            self.unguarded.append(f"discard {item}")
+        super().discard(item)
+
+
+def test_alert_keys_change_only_under_the_lock() -> None:
+    tree = RecordTree(stale_after=10.0)
+    lock = _OwnedLock()
+    keys = _GuardedSet(lock)
+    tree._lock = lock  # type: ignore[assignment]
+    tree._alert_keys = keys
+    seen: list[tuple[str, bool]] = []
+    tree.add_listener(
+        lambda kind, a: seen.append((a.path, lock.held())) if kind == "alert" else None
+    )
+    tree.publish("root/r0", {"loss": 1.0}, t=100.0)
+    tree.publish("root/r1", {"loss": 1.0}, t=100.0)
+    tree.alert(Alert("nan", "root/r0", "loss is NaN", 3, 100.0))
+    assert [a.path for a in tree.check_stale(now=120.0)] == ["root/r0", "root/r1"]
+    tree.publish("root/r1", {"loss": 1.0}, t=121.0)
+    assert [a.path for a in tree.check_stale(now=140.0)] == ["root/r1"]  # lost again
+    assert keys.unguarded == []
+    # listeners run outside the lock (they may call back into the tree from another thread)
+    assert seen == [("root/r0", False), ("root/r0", False), ("root/r1", False), ("root/r1", False)]
 
 
 def test_single_leaf_is_never_lost() -> None:

@@ -145,21 +145,17 @@ def _embed(args: argparse.Namespace) -> int:
 
 def _save_embeddings(tensor: Any, path: str) -> None:
     import os
-    import tempfile
 
     from safetensors.torch import save_file
+
+    # flodl-hf (hence flodl-core) is installed whenever this command runs
+    from flodl_core import atomic_path
 
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise _Failure(f"--out {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".embeddings.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        save_file({"embeddings": tensor.contiguous()}, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:  # the usual umask mode, not mkstemp's 0600
+        save_file({"embeddings": tensor.contiguous()}, str(tmp))
 
 
 def _classify(args: argparse.Namespace) -> int:

@@ -16,9 +16,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "Readiness checks (torch, GPUs, distributed backends, packages, dashboard port)."
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("target", nargs="?", help="@cluster: probe every worker of fdl.cluster.yml")
+    p.add_argument("--file", help="with @cluster: the cluster file (default: fdl.cluster.yml)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target is not None:
+        if args.target != "@cluster":
+            from ._errors import UsageError
+
+            raise UsageError(f"probe: unknown target {args.target!r}", hint="fdl probe @cluster")
+        from ._cmd_cluster import probe
+
+        return probe(["--json"] if args.json else [], args.file)
     from ._facts import collect
 
     f = collect()

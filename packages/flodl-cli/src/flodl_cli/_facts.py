@@ -133,6 +133,45 @@ def _checks(f: Facts) -> list[Check]:
     else:
         accel = f"CUDA {t['cuda']}" if t["cuda"] else f"ROCm {t['hip']}" if t["hip"] else "CPU only"
         out.append(Check("torch", "ok", f"{t['version']} ({accel})"))
+    out += _gpu_checks(f)
+    if f.machine.gpus and t.get("installed") and "error" not in t:
+        backend = "nccl" if any(g.vendor == "nvidia" for g in f.machine.gpus) else "gloo"
+        has = t.get(backend, False)
+        out.append(
+            Check(
+                f"ddp {backend}",
+                "ok" if has else "warn",
+                "available" if has else "missing",
+                "" if has else "fdl setup --force",
+            )
+        )
+    elif t.get("installed") and "error" not in t:
+        out.append(
+            Check(
+                "ddp gloo",
+                "ok" if t["gloo"] else "warn",
+                "available" if t["gloo"] else "missing (multi-process CPU training unavailable)",
+            )
+        )
+    out += _package_checks(f)
+    if f.port_free:
+        out.append(Check("dashboard port", "ok", f"{DASHBOARD_PORT} free on 127.0.0.1"))
+    else:
+        out.append(
+            Check(
+                "dashboard port",
+                "warn",
+                f"{DASHBOARD_PORT} in use",
+                f"serve on another port: monitor.serve({DASHBOARD_PORT + 1})",
+            )
+        )
+    return out
+
+
+def _gpu_checks(f: Facts) -> list[Check]:
+    """One check per GPU: can the installed torch build run on it?"""
+    out: list[Check] = []
+    t = f.torch
     wanted = choose(f.machine.gpus).variant
     for g in f.machine.gpus:
         name = f"gpu {g.index}"
@@ -159,25 +198,12 @@ def _checks(f: Facts) -> list[Check]:
                     f"fdl setup --force --variant {wanted.name}",
                 )
             )
-    if f.machine.gpus and t.get("installed") and "error" not in t:
-        backend = "nccl" if any(g.vendor == "nvidia" for g in f.machine.gpus) else "gloo"
-        has = t.get(backend, False)
-        out.append(
-            Check(
-                f"ddp {backend}",
-                "ok" if has else "warn",
-                "available" if has else "missing",
-                "" if has else "fdl setup --force",
-            )
-        )
-    elif t.get("installed") and "error" not in t:
-        out.append(
-            Check(
-                "ddp gloo",
-                "ok" if t["gloo"] else "warn",
-                "available" if t["gloo"] else "missing (multi-process CPU training unavailable)",
-            )
-        )
+    return out
+
+
+def _package_checks(f: Facts) -> list[Check]:
+    """One check per installed flodl package: same version as fdl, and its flodl pins met."""
+    out: list[Check] = []
     for dist, info in f.packages.items():
         bad = [
             p
@@ -211,17 +237,6 @@ def _checks(f: Facts) -> list[Check]:
                     + (f" (pins {', '.join(info['pins'])})" if info["pins"] else ""),
                 )
             )
-    if f.port_free:
-        out.append(Check("dashboard port", "ok", f"{DASHBOARD_PORT} free on 127.0.0.1"))
-    else:
-        out.append(
-            Check(
-                "dashboard port",
-                "warn",
-                f"{DASHBOARD_PORT} in use",
-                f"serve on another port: monitor.serve({DASHBOARD_PORT + 1})",
-            )
-        )
     return out
 
 

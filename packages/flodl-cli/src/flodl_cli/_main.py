@@ -113,6 +113,10 @@ def _main(argv: list[str]) -> int:
     if g.version:
         print(_version_text())
         return 0
+    if env == "cluster" and command is not None:  # fdl @cluster CMD: run CMD on every worker
+        from ._cmd_cluster import dispatch
+
+        return dispatch(command, rest)
     if g.help or command is None:
         try:
             project, problem = _load_project(env), None

@@ -192,10 +192,7 @@ def _sections(doc: ym.Doc, data: dict[str, Any], path: ym.Path_) -> dict[str, An
 def _command(doc: ym.Doc, folder: Path, name: str, spec: Any, m: Manifest) -> Command:
     path: ym.Path_ = ("commands", name)
     where = ym.line_of(doc, path)
-    if not _NAME.fullmatch(name):
-        raise _bad(doc, path, "a command name uses letters, digits, '.', '_' or '-'")
-    if name in RESERVED:
-        raise _bad(doc, path, f"'{name}' is a built-in fdl command; rename this one")
+    _check_command_name(doc, path, name)
     if spec is None:  # empty entry: a sibling directory with its own fdl.yml
         if not any((folder / name / n).is_file() for n in NAMES):
             raise _bad(
@@ -206,9 +203,7 @@ def _command(doc: ym.Doc, folder: Path, name: str, spec: Any, m: Manifest) -> Co
         spec = {"run": spec}
     if not isinstance(spec, dict):
         raise _bad(doc, path, "expected a mapping with one of run:, path: or a preset section")
-    for key in spec:
-        if key not in COMMAND_KEYS:
-            raise _bad(doc, (*path, key), f"unknown key; allowed: {', '.join(COMMAND_KEYS)}")
+    _check_command_keys(doc, path, spec)
     config = _sections(doc, spec, path)
     kinds = [k for k in ("run", "path") if spec.get(k) is not None] + (["preset"] if config else [])
     if len(kinds) != 1:
@@ -222,13 +217,7 @@ def _command(doc: ym.Doc, folder: Path, name: str, spec: Any, m: Manifest) -> Co
         raise _bad(doc, (*path, "append"), "append: only goes with run:")
     if cmd.kind == "run":
         cmd.run = _text(doc, spec, (*path, "run"))
-        append = spec.get("append")
-        if append is not None and not (
-            isinstance(append, str)
-            or (isinstance(append, list) and all(isinstance(a, (str, int, float)) for a in append))
-        ):
-            raise _bad(doc, (*path, "append"), "expected a string or a list of strings")
-        cmd.append = [str(a) for a in append] if isinstance(append, list) else append
+        cmd.append = _append(doc, spec.get("append"), (*path, "append"))
     elif cmd.kind == "path":
         target = folder / _text(doc, spec, (*path, "path"))
         if not any((target / n).is_file() for n in NAMES):
@@ -241,3 +230,27 @@ def _command(doc: ym.Doc, folder: Path, name: str, spec: Any, m: Manifest) -> Co
             )
         cmd.config = config
     return cmd
+
+
+def _check_command_name(doc: ym.Doc, path: ym.Path_, name: str) -> None:
+    """Reject a command name fdl cannot dispatch: bad characters, or a built-in's name."""
+    if not _NAME.fullmatch(name):
+        raise _bad(doc, path, "a command name uses letters, digits, '.', '_' or '-'")
+    if name in RESERVED:
+        raise _bad(doc, path, f"'{name}' is a built-in fdl command; rename this one")
+
+
+def _check_command_keys(doc: ym.Doc, path: ym.Path_, spec: dict[str, Any]) -> None:
+    """Reject a key a command entry does not know, naming the ones it does."""
+    for key in spec:
+        if key not in COMMAND_KEYS:
+            raise _bad(doc, (*path, key), f"unknown key; allowed: {', '.join(COMMAND_KEYS)}")
+
+
+def _append(doc: ym.Doc, append: Any, path: ym.Path_) -> str | list[str] | None:
+    """A run: command's ``append:`` value: a string, a list of scalars (as strings), or None."""
+    if append is None or isinstance(append, str):
+        return append
+    if isinstance(append, list) and all(isinstance(a, (str, int, float)) for a in append):
+        return [str(a) for a in append]
+    raise _bad(doc, path, "expected a string or a list of strings")

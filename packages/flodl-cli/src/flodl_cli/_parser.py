@@ -100,6 +100,7 @@ def top_help(project: object | None, project_error: str | None = None) -> str:
         "  -v, -vv / -q     more / less output (exported as FLODL_VERBOSITY)",
         "  --env NAME       merge fdl.NAME.yml over fdl.yml (also: @NAME, FDL_ENV)",
         "  --gpus LIST      'all' or '0,1': CUDA_VISIBLE_DEVICES for the command",
+        "  @cluster CMD     run CMD on every machine of fdl.cluster.yml (fdl @cluster --help)",
         "  --no-ansi        no colours",
         "",
         "commands:",

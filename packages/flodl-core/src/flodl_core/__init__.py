@@ -6,6 +6,11 @@ Everything a training script needs below the graph builder, importable from here
 """
 
 from . import checkpoint, data, losses, nn, optim
+from ._atomic import atomic_open as atomic_open
+from ._atomic import atomic_path as atomic_path
+from ._atomic import atomic_write as atomic_write
+from ._checks import check_finite as check_finite
+from ._checks import check_int as check_int
 from ._device import DeviceLike as DeviceLike
 from ._device import GpuInfo as GpuInfo
 from ._device import cuda_available as cuda_available
@@ -22,6 +27,7 @@ from ._errors import FlodlError as FlodlError
 from ._errors import PathError as PathError
 from ._errors import ShapeError as ShapeError
 from ._errors import VersionMismatchError as VersionMismatchError
+from ._errors import format_choices as format_choices
 from ._log import Verbosity as Verbosity
 from ._log import set_verbosity as set_verbosity
 from ._log import verbosity as verbosity
@@ -49,10 +55,16 @@ __all__ = [
     "Verbosity",
     "VersionMismatchError",
     "__version__",
+    "atomic_open",
+    "atomic_path",
+    "atomic_write",
+    "check_finite",
+    "check_int",
     "check_siblings",
     "cuda_available",
     "default_device",
     "detect_gpus",
+    "format_choices",
     "manual_seed",
     "resolve_device",
     "set_verbosity",

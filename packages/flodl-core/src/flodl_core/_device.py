@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ._checks import check_int
 from ._errors import ConfigError
 
 DeviceLike = str | torch.device | int | None
@@ -157,8 +158,7 @@ def default_device() -> torch.device:
 
 def manual_seed(seed: int) -> None:
     """Seed Python's ``random``, NumPy and torch (every device) in one call."""
-    if not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+    seed = check_int(seed, "seed", ge=0, where="manual_seed")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

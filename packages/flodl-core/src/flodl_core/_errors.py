@@ -66,7 +66,13 @@ class VersionMismatchError(FlodlError, ImportError):
     """Installed flodl packages are not of the same release."""
 
 
-def format_choices(values: Iterable[object]) -> str:
-    """``a, b, c`` for error messages, sorted, or ``(none)``."""
-    items = sorted(str(v) for v in values)
+def format_choices(values: Iterable[object], *, sort: bool = True) -> str:
+    """The valid choices for an error message: ``a, b, c``, or ``(none)`` when there are none.
+
+    Sorted, so that a set or a dict's keys read the same every time; ``sort=False`` keeps an
+    order that means something (levels from quiet to debug, a preference order).
+    """
+    items = [str(v) for v in values]
+    if sort:
+        items.sort()
     return ", ".join(items) if items else "(none)"

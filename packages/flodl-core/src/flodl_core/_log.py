@@ -10,7 +10,7 @@ import logging
 import os
 from enum import IntEnum
 
-from ._errors import ConfigError
+from ._errors import ConfigError, format_choices
 
 
 class Verbosity(IntEnum):
@@ -31,7 +31,7 @@ def set_verbosity(level: Verbosity | str) -> None:
         try:
             level = Verbosity[level.upper()]
         except KeyError:
-            names = ", ".join(v.name.lower() for v in Verbosity)
+            names = format_choices((v.name.lower() for v in Verbosity), sort=False)
             raise ConfigError(f"unknown verbosity {level!r}; expected one of {names}") from None
     logger.setLevel(int(level))
 

@@ -55,7 +55,7 @@ def test_embedding_losses_match_torch(reduction: str) -> None:
          ShapeError, r"target has shape \(3,\), expected \(2,\)"),
         (lambda: fc.cosine_embedding_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2),
                                           margin=2.0),
-         ConfigError, r"margin must be in \[-1, 1\]"),
+         ConfigError, r"margin must be a finite number in \[-1, 1\]"),
         (lambda: fc.hinge_embedding_loss(torch.zeros(3), torch.ones(3, 1)),
          ShapeError, "target has shape"),
         (lambda: fc.margin_ranking_loss(torch.zeros(3), torch.zeros(3), torch.ones(2)),

@@ -1,4 +1,5 @@
-"""Every module, activation and norm the seed README and the semantics list is importable."""
+"""Every module, activation and norm that floDl (Rust)'s README and the semantics list name
+is importable."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 import flodl_core
 from flodl_core import nn as fnn
 
-# Seed README "PyTorch Parity" table and semantics §6, by category.
+# floDl (Rust)'s README "PyTorch Parity" table and semantics §6, by category.
 MODULES = [
     "Identity",
     "Linear",

@@ -25,7 +25,7 @@ def test_warmup_explicit_target_and_zero_steps() -> None:
     assert fc.Warmup(fc.Exponential(0.1, 0.5), 0).lr(1) == pytest.approx(0.05)
     with pytest.raises(ConfigError, match="inner must be a Scheduler"):
         fc.Warmup(0.1, 5)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="warmup_steps must be >= 0"):
+    with pytest.raises(ConfigError, match="warmup_steps must be an int >= 0"):
         fc.Warmup(fc.Exponential(0.1, 0.5), -1)
 
 
@@ -71,7 +71,7 @@ def test_plateau_state_round_trip_and_errors() -> None:
         fc.Plateau(0.1, factor=1.0)
     with pytest.raises(ConfigError, match="mode='low'"):
         fc.Plateau(0.1, mode="low")
-    with pytest.raises(ConfigError, match="patience must be >= 0"):
+    with pytest.raises(ConfigError, match="patience must be an int >= 0"):
         fc.Plateau(0.1, patience=-1)
 
 

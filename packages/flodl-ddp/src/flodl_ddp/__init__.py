@@ -17,6 +17,7 @@ The bypass tier, over a process group you initialised yourself::
 
 from flodl_core import check_siblings
 
+from ._admission import admit as admit
 from ._buckets import all_reduce_buckets as all_reduce_buckets
 from ._buckets import broadcast_buckets as broadcast_buckets
 from ._buckets import plan_buckets as plan_buckets
@@ -25,8 +26,19 @@ from ._bypass import sync_buffers as sync_buffers
 from ._bypass import sync_params as sync_params
 from ._bypass import verify_replicas as verify_replicas
 from ._bypass import weighted_all_reduce_gradients as weighted_all_reduce_gradients
+from ._cluster_config import ClusterConfig as ClusterConfig
+from ._cluster_config import ControllerConfig as ControllerConfig
+from ._cluster_config import SshTarget as SshTarget
+from ._cluster_config import WorkerConfig as WorkerConfig
+from ._cluster_launch import run_cluster as run_cluster
+from ._cluster_probe import ProbeReport as ProbeReport
+from ._cluster_probe import probe_cluster as probe_cluster
+from ._cluster_transport import LocalTransport as LocalTransport
+from ._cluster_transport import SshTransport as SshTransport
 from ._config import DdpConfig as DdpConfig
 from ._config import TrainerConfig as TrainerConfig
+from ._elastic import ElasticOptions as ElasticOptions
+from ._elastic_launch import ElasticHandle as ElasticHandle
 from ._elche import ElChe as ElChe
 from ._elche import Phase as Phase
 from ._errors import DdpError as DdpError
@@ -70,6 +82,8 @@ __all__ = [
     "MODES",
     "ActionKind",
     "Backend",
+    "ClusterConfig",
+    "ControllerConfig",
     "ConvergenceAction",
     "ConvergenceGuard",
     "DdpConfig",
@@ -79,7 +93,10 @@ __all__ = [
     "DiLoCo",
     "DivergenceReport",
     "ElChe",
+    "ElasticHandle",
+    "ElasticOptions",
     "EpochMetrics",
+    "LocalTransport",
     "MetaController",
     "Mode",
     "MsfGuard",
@@ -89,8 +106,11 @@ __all__ = [
     "Partition",
     "Phase",
     "Policy",
+    "ProbeReport",
     "RankMetrics",
     "SlowMo",
+    "SshTarget",
+    "SshTransport",
     "Timeline",
     "TimelineEvent",
     "TimelineSpan",
@@ -100,14 +120,18 @@ __all__ = [
     "TrainerBuilder",
     "TrainerConfig",
     "TrendGuard",
+    "WorkerConfig",
     "__version__",
+    "admit",
     "all_reduce_buckets",
     "all_reduce_gradients",
     "broadcast_buckets",
     "parse_mode",
     "partition",
     "plan_buckets",
+    "probe_cluster",
     "record_scalar",
+    "run_cluster",
     "split_sizes",
     "sync_buffers",
     "sync_params",

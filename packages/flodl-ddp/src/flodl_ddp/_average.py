@@ -30,6 +30,23 @@ from ._buckets import all_reduce_buckets
 from ._modes import Backend
 
 
+def _scaled_into(out: Tensor, src: Tensor, factor: float) -> None:
+    """``out := factor · src`` in one pass when ``src`` is on ``out``'s device, else through a
+    copy (a CUDA parameter into the cpu backend's host buffer)."""
+    if src.device == out.device and src.dtype == out.dtype:
+        torch.mul(src, factor, out=out)
+    else:
+        out.copy_(src).mul_(factor)
+
+
+def _norm(tensors: list[Tensor]) -> float:
+    """The 2-norm of all ``tensors`` together, accumulated in float64."""
+    if not tensors:
+        return 0.0
+    parts = torch._foreach_norm(tensors)
+    return math.sqrt(sum(float(x) ** 2 for x in parts))
+
+
 def _is_plain_average(outer: Any) -> bool:
     if outer is None:
         return True
@@ -77,6 +94,9 @@ class Averager:
             self.global_params = [self._work_copy(p) for p in self.params]
         # With EASGD the replicas differ after a round; the last consensus is the run's result.
         self.consensus: list[Tensor] | None = None
+        self._flat: Tensor | None = None
+        self.bytes_sent = 0
+        """Bytes this rank handed to all-reduce so far (tensor sizes on the wire)."""
 
     def _work_copy(self, t: Tensor) -> Tensor:
         if self.backend is Backend.CPU:
@@ -87,63 +107,79 @@ class Averager:
         """``flat`` cut into views shaped like the parameters."""
         return [c.view_as(p) for c, p in zip(flat.split(self._sizes), self.params, strict=True)]
 
+    def _flat_buffer(self) -> Tensor:
+        """The send buffer, allocated once: ``[w · θ_r (all parameters) | b_r / W (float
+        buffers)]`` on the collective's device, in the parameters' promoted dtype."""
+        if self._flat is None:
+            dtype = self.params[0].dtype
+            for p in self.params[1:]:
+                dtype = torch.promote_types(dtype, p.dtype)
+            device = "cpu" if self.backend is Backend.CPU else self.params[0].device
+            n = sum(self._sizes) + sum(b.numel() for b in self.float_buffers)
+            self._flat = torch.empty(n, dtype=dtype, device=device)
+        return self._flat
+
     @torch.no_grad()
     def average(self, weight: float) -> float:
         """One round with this rank's weight ``count_r / Σ count``; returns the divergence.
 
-        Every rank must call it in the same round (it is a collective). Parameters travel as one
-        flat buffer (one collective instead of one per tensor; gloo and NCCL take any size);
-        with ``bf16_wire`` the buffers go in a second, exact float32 collective.
+        Every rank must call it in the same round (it is a collective). Parameters and float
+        buffers travel in one flat buffer (one collective instead of one per tensor; gloo and
+        NCCL take any size), filled and read back in place; with ``bf16_wire`` the parameters
+        go cast and the buffers in a second, exact collective.
         """
         self.rounds += 1
         if self.world_size == 1:
             return 0.0
         inv = 1.0 / self.world_size
-        on_cpu = self.backend is Backend.CPU
-        local = torch.cat([p.detach().reshape(-1) for p in self.params])
-        if on_cpu and local.device.type != "cpu":
-            local = local.to("cpu")
-        send = local * float(weight)
-        fbuf = [self._work_copy(b).mul_(inv) for b in self.float_buffers]
+        flat = self._flat_buffer()
+        n_params = sum(self._sizes)
+        avg = self._views(flat[:n_params])
+        bufs = [
+            c.view_as(b)
+            for c, b in zip(
+                flat[n_params:].split([b.numel() for b in self.float_buffers]),
+                self.float_buffers,
+                strict=True,
+            )
+        ]
+        for p, v in zip(self.params, avg, strict=True):
+            _scaled_into(v, p.detach(), float(weight))
+        for b, v in zip(self.float_buffers, bufs, strict=True):
+            _scaled_into(v, b, inv)
         if self.wire is None:
-            send = torch.cat([send, *(b.reshape(-1).to(send.dtype) for b in fbuf)])
-            dist.all_reduce(send)
-            avg = send[: local.numel()]
-            self._unflat_buffers(send[local.numel() :], fbuf)
+            dist.all_reduce(flat)
+            self.bytes_sent += flat.numel() * flat.element_size()
         else:
-            wire = send.to(self.wire)
+            wire = flat[:n_params].to(self.wire)
             dist.all_reduce(wire)
-            avg = wire.to(local.dtype)
-            if fbuf:
-                all_reduce_buckets(fbuf, op=dist.ReduceOp.SUM)
-        for b, t in zip(self.float_buffers, fbuf, strict=True):
-            b.copy_(t)
+            flat[:n_params].copy_(wire)
+            self.bytes_sent += wire.numel() * wire.element_size()
+            if bufs:
+                dist.all_reduce(flat[n_params:])
+                self.bytes_sent += (flat.numel() - n_params) * flat.element_size()
+        for b, v in zip(self.float_buffers, bufs, strict=True):
+            b.copy_(v)
         if self.int_buffers:
             self._average_int_buffers(inv)
 
+        new = avg
         if self.outer is not None:
             assert self.global_params is not None
-            self.outer.step(self.global_params, self._views(avg))
-            new = torch.cat([g.reshape(-1) for g in self.global_params])
-        else:
-            new = avg
+            self.outer.step(self.global_params, avg)
+            new = self.global_params
+        local = [p.detach() for p in self.params]
+        if new[0].device != local[0].device:
+            new = [t.to(local[0].device) for t in new]
         if self.alpha is not None and self.alpha < 1.0:
-            self.consensus = [t.clone() for t in self._views(new)]
-            new = local * (1.0 - self.alpha) + new * self.alpha
-        diff = float(torch.linalg.vector_norm(local - new))
-        norm = float(torch.linalg.vector_norm(new))
-        for p, t in zip(self.params, self._views(new), strict=True):
-            p.copy_(t)
+            self.consensus = [t.clone() for t in new]
+            new = [torch.lerp(p, t, self.alpha) for p, t in zip(local, new, strict=True)]
+        diff = _norm(torch._foreach_sub(local, new))
+        norm = _norm(new)
+        torch._foreach_copy_(local, new)
         if norm <= 0.0:
             return 0.0 if diff == 0.0 else math.inf
         return diff / norm
-
-    def _unflat_buffers(self, flat: Tensor, fbuf: list[Tensor]) -> None:
-        offset = 0
-        for t in fbuf:
-            n = t.numel()
-            t.copy_(flat[offset : offset + n].view_as(t))
-            offset += n
 
     def _average_int_buffers(self, inv: float) -> None:
         # Integer buffers (BatchNorm's num_batches_tracked) are averaged exactly in float64
@@ -152,6 +188,7 @@ class Averager:
         if self.backend is Backend.NCCL:
             ibuf = [t.to(self.int_buffers[0].device) for t in ibuf]
         all_reduce_buckets(ibuf, op=dist.ReduceOp.SUM)
+        self.bytes_sent += sum(t.numel() * t.element_size() for t in ibuf)
         for b, t in zip(self.int_buffers, ibuf, strict=True):
             b.copy_(t.round().to(b.dtype))
 

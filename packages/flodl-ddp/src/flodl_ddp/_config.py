@@ -41,6 +41,7 @@ class _RunOptions:
     divergence_threshold: float = 0.05
     guard: Any = None
     meta_controller: bool = False
+    elche_relax_up: bool = False
     easgd_alpha: float | None = None
     outer_optimizer: Any = None
     scheduler: Factory | None = None
@@ -81,6 +82,8 @@ class TrainerConfig(_RunOptions):
         divergence_threshold: the default :class:`TrendGuard`'s threshold.
         guard: a convergence guard object (``None``: ``TrendGuard(divergence_threshold)``).
         meta_controller: turn on the LR-aware meta-controller.
+        elche_relax_up: after each averaging the guard calls stable, grow the anchor by one
+            toward ``max_anchor`` (refused past ``max_batch_diff``).
         easgd_alpha: cpu-async only: blend ``W := (1-a) W + a W_avg`` instead of overwriting.
         outer_optimizer: applied to the consensus between averaging and write-back
             (``None``: plain averaging, :class:`OuterAvg`).
@@ -104,6 +107,8 @@ class TrainerConfig(_RunOptions):
             ``factor`` times as long (simulates a slower device on a uniform machine).
         threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU).
         timeout_s: how long a collective or a rendezvous may wait before the run fails.
+        elastic: :class:`~flodl_ddp._elastic.ElasticOptions` when ranks may die and come back
+            (``None``: a fixed world; see :meth:`TrainerBuilder.elastic`).
     """
 
     devices: Sequence[Any] | None = None
@@ -114,6 +119,7 @@ class TrainerConfig(_RunOptions):
     checkpoint_path: str | None = None
     resume: str | None = None
     threads_per_rank: int | None = None
+    elastic: Any = None
 
 
 @dataclass
@@ -225,19 +231,29 @@ def check_config(cfg: TrainerConfig, *, need_epochs: bool = True) -> Mode:
     check_int("threads_per_rank", cfg.threads_per_rank, 1, optional=True)
     check_float("timeout_s", cfg.timeout_s, 0.0, low_open=True)
     check_slowdown(cfg.slowdown)
-    if cfg.speed_hint is not None:
-        hint = cfg.speed_hint
-        if not isinstance(hint, (tuple, list)) or len(hint) != 2:
-            raise ConfigError(f"speed_hint must be (slow_rank, ratio), got {hint!r}")
-        check_int("speed_hint rank", hint[0], 0)
-        check_float("speed_hint ratio", hint[1], 1.0)
-    if cfg.partition_ratios is not None:
-        ratios = cfg.partition_ratios
-        if isinstance(ratios, (str, bytes)) or not isinstance(ratios, Sequence) or not ratios:
-            raise ConfigError(f"partition_ratios must be a list of numbers, got {ratios!r}")
-        for i, r in enumerate(ratios):
-            check_float(f"partition_ratios[{i}]", r, 0.0, low_open=True)
+    check_speed_hint(cfg.speed_hint)
+    check_partition_ratios(cfg.partition_ratios)
     return mode
+
+
+def check_speed_hint(hint: Any) -> None:
+    """``speed_hint``: ``None`` or ``(slow_rank, ratio)`` with rank >= 0 and ratio >= 1."""
+    if hint is None:
+        return
+    if not isinstance(hint, (tuple, list)) or len(hint) != 2:
+        raise ConfigError(f"speed_hint must be (slow_rank, ratio), got {hint!r}")
+    check_int("speed_hint rank", hint[0], 0)
+    check_float("speed_hint ratio", hint[1], 1.0)
+
+
+def check_partition_ratios(ratios: Any) -> None:
+    """``partition_ratios``: ``None`` or a non-empty list of positive numbers."""
+    if ratios is None:
+        return
+    if isinstance(ratios, (str, bytes)) or not isinstance(ratios, Sequence) or not ratios:
+        raise ConfigError(f"partition_ratios must be a list of numbers, got {ratios!r}")
+    for i, r in enumerate(ratios):
+        check_float(f"partition_ratios[{i}]", r, 0.0, low_open=True)
 
 
 def check_world(cfg: TrainerConfig, world_size: int) -> None:

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -44,6 +44,7 @@ from ._errors import DdpError
 from ._handle import DdpHandle
 from ._modes import Mode
 from ._rank import RankContext
+from ._store import listen_store
 from ._worker import RankPayload, load_state, rank_process, set_threads, train_rank
 
 logger = logging.getLogger("flodl.ddp")
@@ -101,8 +102,11 @@ def check_picklable(name: str, obj: Any) -> None:
         ) from None
 
 
-def summary_line(devices: list[str], mode: Mode) -> str:
-    """``ddp: 2 ranks (heterogeneous) | NVIDIA A | NVIDIA B | mode nccl-cadence``."""
+def summary_line(devices: list[str], mode: Mode, world: int | None = None) -> str:
+    """``ddp: 2 ranks (heterogeneous) | NVIDIA A | NVIDIA B | mode nccl-cadence``.
+
+    Under torchrun (``world`` given) a process only knows its own node's devices:
+    ``ddp: 4 ranks under torchrun | this node: NVIDIA A | NVIDIA B | nccl-cadence``."""
     gpus = (
         {f"cuda:{i}": g for i, g in enumerate(detect_gpus())}
         if any(d.startswith("cuda") for d in devices)
@@ -116,6 +120,11 @@ def summary_line(devices: list[str], mode: Mode) -> str:
         else:
             mem = f" ({g.total_memory / 2**30:.1f} GB)" if g.total_memory else ""
             names.append(f"{g.name}{mem}")
+    if world is not None:
+        return (
+            f"  ddp: {world} rank{'s' if world != 1 else ''} under torchrun | this node: "
+            f"{' | '.join(names)} | {mode.name}"
+        )
     kind = "heterogeneous" if len(set(names)) > 1 else "homogeneous"
     n = len(devices)
     return f"  ddp: {n} rank{'s' if n != 1 else ''} ({kind}) | {' | '.join(names)} | {mode.name}"
@@ -200,7 +209,9 @@ def _launch_torchrun(
             timeout = timedelta(seconds=payload.cfg.timeout_s)
             if not dist.is_initialized():
                 backend = "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"
-                dist.init_process_group(backend, init_method="env://", timeout=timeout)
+                from ._elastic_fallback import init_torchrun_group
+
+                init_torchrun_group(backend, timeout)  # restart-safe (torchrun --max-restarts)
                 created = True
             from torch.distributed.distributed_c10d import _get_default_store
 
@@ -211,16 +222,32 @@ def _launch_torchrun(
             ctx = RankContext(rank, world, device, host, comm, time.time())
             state, timeline = train_rank(payload, ctx, handle._push_metrics)
             comm.barrier("fin")
-            handle._finish(state, timeline)
+            outcome: tuple[Any, Any] | BaseException = (state, timeline)
         except BaseException as e:
-            handle._fail(_local_error(e, rank, host))
-        finally:
-            if created:
-                with contextlib.suppress(Exception):
-                    dist.destroy_process_group()
+            outcome = _local_error(e, rank, host)
+        # The group goes before join() returns: a script that exits right after join() must
+        # not race gloo's teardown in this thread.
+        if created:
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()
+        if isinstance(outcome, BaseException):
+            handle._fail(outcome)  # type: ignore[arg-type]
+        else:
+            handle._finish(*outcome)
 
     threading.Thread(target=body, name=f"flodl-ddp-rank{rank}", daemon=True).start()
     return handle
+
+
+@dataclass
+class _WatchState:
+    """What the watcher has heard from the ranks so far."""
+
+    done: set[int] = field(default_factory=set)
+    final: tuple[str, Any] | None = None
+    errors: list[tuple[Any, ...]] = field(default_factory=list)
+    deaths: dict[int, int] = field(default_factory=dict)
+    first_fail: float | None = None
 
 
 class _Spawned:
@@ -231,10 +258,8 @@ class _Spawned:
 
         self.world = len(payload.devices)
         self.handle = handle
-        timeout = timedelta(seconds=payload.cfg.timeout_s)
-        self.store = dist.TCPStore(
-            "127.0.0.1", 0, None, True, timeout=timeout, wait_for_workers=False
-        )
+        # loopback only: the store carries the ranks' control messages and checkpoint state
+        self.store = listen_store("127.0.0.1", 0, timeout_s=payload.cfg.timeout_s)
         ctx = mp.get_context("spawn")
         self.q = ctx.Queue()
         self.tmp = tempfile.TemporaryDirectory(prefix="flodl-ddp-")
@@ -295,63 +320,69 @@ class _Spawned:
             self.tmp.cleanup()
 
     def _run(self) -> None:
-        done: set[int] = set()
-        final: tuple[str, Any] | None = None
-        errors: list[tuple[int, str, str, str, bool]] = []
-        deaths: dict[int, int] = {}
-        first_fail: float | None = None
+        st = _WatchState()
         while True:
             try:
                 msg = self.q.get(timeout=0.1)
             except queue.Empty:
                 msg = None
             if msg is not None:
-                kind = msg[0]
-                if kind == "metrics":
-                    self.handle._push_metrics(msg[1])
-                elif kind == "final":
-                    final = (msg[1], msg[2])
-                elif kind == "done":
-                    done.add(msg[1])
-                elif kind == "error":
-                    errors.append(msg[1:])
-                    first_fail = first_fail or time.monotonic()
+                self._take(msg, st)
                 continue  # drain the queue before looking at exit codes
             for r, p in enumerate(self.procs):
                 failed = p.exitcode is not None and p.exitcode != 0
-                if failed and r not in done and r not in deaths:
-                    deaths[r] = p.exitcode
-                    first_fail = first_fail or time.monotonic()
-            if self._stopping.is_set():
-                self.teardown()
-                self.handle._fail(DdpError("the run was stopped by DdpHandle.stop()"))
+                if failed and r not in st.done and r not in st.deaths:
+                    st.deaths[r] = p.exitcode
+                    st.first_fail = st.first_fail or time.monotonic()
+            if self._settled(st):
                 return
-            if first_fail is not None and (
-                time.monotonic() - first_fail >= ERROR_GRACE_S
-                or all(p.exitcode is not None for p in self.procs)
-            ):
-                self.teardown()
-                self.handle._fail(self._error(errors, deaths))
-                return
-            if len(done) == self.world and final is not None:
-                for p in self.procs:
-                    p.join(10.0)
-                self.teardown()  # anything still there after delivering is only teardown
-                path, tl = final
-                timeline = None
-                if tl is not None:
-                    from ._timeline import Timeline
 
-                    timeline = Timeline.from_dict(tl)
-                self.handle._finish(load_state(path), timeline)
-                return
-            if all(p.exitcode is not None for p in self.procs) and len(done) < self.world:
-                missing = [r for r in range(self.world) if r not in done]
-                self.teardown()
-                self.handle._fail(
-                    DdpError(f"ranks {missing} exited without delivering their results")
-                )
-                return
+    def _take(self, msg: tuple[Any, ...], st: _WatchState) -> None:
+        """One message from a rank: metrics go to the handle, the rest into ``st``."""
+        kind = msg[0]
+        if kind == "metrics":
+            self.handle._push_metrics(msg[1])
+        elif kind == "final":
+            st.final = (msg[1], msg[2])
+        elif kind == "done":
+            st.done.add(msg[1])
+        elif kind == "error":
+            st.errors.append(msg[1:])
+            st.first_fail = st.first_fail or time.monotonic()
+
+    def _settled(self, st: _WatchState) -> bool:
+        """Deliver the run's outcome if there is one yet (stopped, failed, finished, or ranks
+        gone without results); ``True`` once delivered."""
+        everyone_exited = all(p.exitcode is not None for p in self.procs)
+        if self._stopping.is_set():
+            self.teardown()
+            self.handle._fail(DdpError("the run was stopped by DdpHandle.stop()"))
+        elif st.first_fail is not None and (
+            time.monotonic() - st.first_fail >= ERROR_GRACE_S or everyone_exited
+        ):
+            self.teardown()
+            self.handle._fail(self._error(st.errors, st.deaths))
+        elif len(st.done) == self.world and st.final is not None:
+            self._deliver(st.final)
+        elif everyone_exited and len(st.done) < self.world:
+            missing = [r for r in range(self.world) if r not in st.done]
+            self.teardown()
+            self.handle._fail(DdpError(f"ranks {missing} exited without delivering their results"))
+        else:
+            return False
+        return True
+
+    def _deliver(self, final: tuple[str, Any]) -> None:
+        for p in self.procs:
+            p.join(10.0)
+        self.teardown()  # anything still there after delivering is only teardown
+        path, tl = final
+        timeline = None
+        if tl is not None:
+            from ._timeline import Timeline
+
+            timeline = Timeline.from_dict(tl)
+        self.handle._finish(load_state(path), timeline)
 
     def _error(self, errors: list[tuple[Any, ...]], deaths: dict[int, int]) -> DdpError:
         causes = [e for e in errors if not e[4]] or errors

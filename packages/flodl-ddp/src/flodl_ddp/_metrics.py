@@ -80,6 +80,9 @@ class RankMetrics:
         compute_ms: time spent training (forward, backward, optimizer, slowdown sleep).
         sync_ms: time spent averaging.
         idle_ms: time spent waiting for other ranks.
+        comm_bytes: bytes it handed to all-reduce (the averaged parameters and buffers, or in
+            sync mode the gradient buckets; a ring all-reduce moves ``2 (W-1)/W`` of that over
+            each rank's link).
     """
 
     rank: int
@@ -92,6 +95,7 @@ class RankMetrics:
     compute_ms: float
     sync_ms: float
     idle_ms: float
+    comm_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,7 @@ def combine_ranks(
                 compute_ms=d["compute"] * 1000.0,
                 sync_ms=d["sync"] * 1000.0,
                 idle_ms=d["idle"] * 1000.0,
+                comm_bytes=int(d.get("comm_bytes", 0)),
             )
         )
     loss_n = sum(d["loss_n"] for d in ranks)

@@ -16,7 +16,6 @@ divergence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ class HookState:
     weight: float
     to_cpu: bool
     wire: torch.dtype | None
+    bytes_sent: int = 0  # bytes handed to all-reduce so far (bucket sizes on the wire)
 
 
 def weighted_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -44,6 +44,7 @@ def weighted_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.Fu
     ``wire`` dtype when set) is reduced over gloo and copied back.
     """
     buf = bucket.buffer()
+    state.bytes_sent += buf.numel() * (state.wire or buf.dtype).itemsize
     if not state.to_cpu and state.wire is None:
         buf.mul_(state.weight)
         fut = dist.all_reduce(buf, async_op=True).get_future()  # type: ignore[union-attr]
@@ -105,17 +106,3 @@ class Overshoot:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.current = int(state["current"])
         self.start = int(state["start"])
-
-
-def cap_batches(batches: Sequence[int], cap: int | None) -> list[int]:
-    """Per-rank batches of an epoch, scaled down so they sum to at most ``cap`` (floors of the
-    proportional share, then the remainder one by one to the ranks with the most left)."""
-    out = list(batches)
-    total = sum(out)
-    if cap is None or total <= cap:
-        return out
-    scaled = [b * cap // total for b in out]
-    order = sorted(range(len(out)), key=lambda r: (-(out[r] * cap / total - scaled[r]), r))
-    for r in order[: cap - sum(scaled)]:
-        scaled[r] += 1
-    return scaled

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from flodl_core import CheckpointError, ConfigError
+from flodl_core import CheckpointError, ConfigError, atomic_write
 from flodl_core.checkpoint import load_checkpoint, read_state_file, save_checkpoint, save_state_file
 
 if TYPE_CHECKING:
@@ -50,17 +50,30 @@ class DdpTrainerState:
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, text)
+
+
+def rank_state_bytes(engine: RankEngine) -> bytes:
+    """This rank's private state (optimizer, RNG, scheduler), serialised for rank 0."""
+    state: dict[str, Any] = {
+        "optimizer": engine.optimizer.state_dict(),
+        "rng": torch.get_rng_state(),
+        "sched_step": engine._sched_step,
+    }
+    if engine.device.type == "cuda":
+        state["cuda_rng"] = torch.cuda.get_rng_state(engine.device)
+    if engine.scheduler is not None and callable(getattr(engine.scheduler, "state_dict", None)):
+        state["scheduler"] = engine.scheduler.state_dict()
+    if engine.averager.alpha is not None:  # EASGD: replicas differ, keep each one
+        state["params"] = [p.detach().to("cpu", copy=True) for p in engine.model.parameters()]
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
 
 
 def save_checkpoint_from(engine: RankEngine, epoch: int) -> None:
     """Write the checkpoint of the epoch that just ended (a collective: every rank calls it)."""
-    parts = engine.comm.gather_bytes("ck", engine.rank_state_bytes())
+    parts = engine.comm.gather_bytes("ck", rank_state_bytes(engine))
     if engine.rank != 0:
         return
     assert parts is not None

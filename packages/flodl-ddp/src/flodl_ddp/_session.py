@@ -65,9 +65,10 @@ class DdpSession:
         elif torchrun_env() is not None:
             dev = _model_device(model)
             backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
-            dist.init_process_group(
-                backend, init_method="env://", timeout=timedelta(seconds=cfg.timeout_s)
-            )
+            from ._elastic_fallback import init_torchrun_group
+
+            # restart-safe: a torchrun --max-restarts attempt never reads the last one's keys
+            init_torchrun_group(backend, timedelta(seconds=cfg.timeout_s))
             self._created_pg = True
             rank, world = dist.get_rank(), dist.get_world_size()
         else:

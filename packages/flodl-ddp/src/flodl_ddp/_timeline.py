@@ -14,7 +14,6 @@ import io
 import json
 import math
 import os
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flodl_core import CheckpointError, ConfigError
+from flodl_core import CheckpointError, ConfigError, atomic_write
 
 SPAN_KINDS = ("compute", "sync", "idle", "data")
 COLORS = {"compute": "#2e9e5b", "sync": "#e0892b", "idle": "#c9ccd1", "data": "#3c7fd1"}
@@ -74,20 +73,7 @@ def _json_value(key: str, value: object) -> Any:
 
 
 def _write_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic_write(path, text, parents=True)
 
 
 def _union_s(intervals: Iterable[tuple[float, float]]) -> float:

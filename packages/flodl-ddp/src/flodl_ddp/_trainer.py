@@ -27,7 +27,6 @@ Managed::
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
@@ -213,6 +212,12 @@ class TrainerBuilder:
         """Turn on the LR-aware meta-controller (shrinks the anchor at LR cliffs)."""
         return self._set(meta_controller=bool(on))
 
+    def elche_relax_up(self, on: bool = True) -> TrainerBuilder:
+        """After each averaging the guard calls stable, grow the anchor by one toward
+        ``max_anchor`` (longer windows, fewer averagings), unless the fastest rank's count would
+        then lead the anchor by more than ``max_batch_diff``."""
+        return self._set(elche_relax_up=bool(on))
+
     def easgd_alpha(self, alpha: float) -> TrainerBuilder:
         """cpu-async only: ``W := (1 - alpha) W + alpha W_avg`` at each averaging, alpha in
         (0, 1]."""
@@ -293,6 +298,32 @@ class TrainerBuilder:
         check_float("timeout_s", seconds, 0.0, low_open=True)
         return self._set(timeout_s=float(seconds))
 
+    # ---- ranks that die and come back ----------------------------------------------------------
+
+    def elastic(
+        self,
+        min_ranks: int = 1,
+        heartbeat_timeout: float = 1.0,
+        hang_timeout: float = 60.0,
+        *,
+        max_restarts: int = 0,
+        trusted_interface: str | None = None,
+        host: str = "127.0.0.1",
+    ) -> TrainerBuilder:
+        """Ranks may die and come back (needs ``pip install flodl-ddp[ft]``, mode
+        ``cpu-cadence``): survivors take over a dead rank's data, a restarted rank heals from a
+        living one, a hung rank is killed after ``hang_timeout`` seconds without a batch. Fewer
+        than ``min_ranks`` living ranks fail the run. Everything binds loopback unless
+        ``trusted_interface`` names a network you trust. See :mod:`flodl_ddp._elastic`."""
+        from ._elastic import ElasticOptions, check_elastic, require_torchft
+
+        opts = ElasticOptions(
+            min_ranks, heartbeat_timeout, hang_timeout, max_restarts, trusted_interface, host
+        )
+        check_elastic(opts, max(min_ranks, 1) if isinstance(min_ranks, int) else 1)
+        require_torchft()
+        return self._set(elastic=opts)
+
     # ---- whole configs ------------------------------------------------------------------------
 
     def config(self, cfg: TrainerConfig) -> TrainerBuilder:
@@ -314,13 +345,16 @@ class TrainerBuilder:
         cfg = self._cfg
         mode = check_config(cfg)
         devices = normalise_devices(cfg.devices)
-        world = len(devices)
+        env = torchrun_env()
+        # Under torchrun this process is one rank of WORLD_SIZE, whatever `devices` lists.
+        world = len(devices) if env is None else int(env["world_size"])
         check_world(cfg, world)
         _check_devices(devices, mode)
         _check_dataset(cfg, world)
-        env_rank = os.environ.get("RANK", "0") if torchrun_env() is not None else "0"
-        if env_rank == "0" and logging.getLogger("flodl").isEnabledFor(logging.INFO):
-            print(summary_line(devices, mode), flush=True)
+        if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(
+            logging.INFO
+        ):
+            print(summary_line(devices, mode, world=world if env else None), flush=True)
         payload = RankPayload(
             cfg=replace(cfg, monitor=None, metrics_fn=None),
             mode=mode,
@@ -329,6 +363,10 @@ class TrainerBuilder:
             train_step=self._train_step,
             devices=devices,
         )
+        if cfg.elastic is not None:
+            from ._elastic_launch import start_elastic
+
+            return start_elastic(payload, cfg.metrics_fn, cfg.monitor)
         return launch(payload, cfg.metrics_fn, cfg.monitor)
 
 

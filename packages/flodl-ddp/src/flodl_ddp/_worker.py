@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, atomic_path
 
 from ._comm import Comm
 from ._config import TrainerConfig
@@ -73,6 +73,10 @@ def train_rank(
     """The managed loop of one rank; returns the trained state and (rank 0) the timeline."""
     cfg = payload.cfg
     device = ctx.device
+    if os.environ.get("FLODL_CLUSTER_TOKEN"):  # started by fdl @cluster: prove the run's token
+        from ._admission import admit_rank
+
+        admit_rank(ctx, cfg.timeout_s)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     model = _build_model(payload.model_factory, device, cfg.seed)
@@ -184,9 +188,8 @@ def _save_state(state: TrainedState, path: Path) -> None:
 
     tensors = {f"p.{k}": v.contiguous() for k, v in state.params.items()}
     tensors.update({f"b.{k}": v.contiguous() for k, v in state.buffers.items()})
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp))
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp))
 
 
 def load_state(path: str) -> TrainedState:

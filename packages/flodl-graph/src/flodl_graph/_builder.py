@@ -9,16 +9,19 @@ builder as it was, so one ``build()`` reports every problem of a chain at once.
 from __future__ import annotations
 
 import keyword
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from flodl_core import BuildError
 
-from ._spec import MergeOp, NodeRecord, snake_name, tag_problem
+from ._spec import MergeOp, NodeDraft, NodeKind, Recording, snake_name, tag_problem
 from ._tree import check_label
+from ._verbose import print_build_summary
 from .nodes._gate import Gate
+from .nodes._protocol import CompositeNode
 from .nodes._runtime import supports_refs
 from .nodes._switch import Switch
 
@@ -53,7 +56,7 @@ class FlowBuilder:
     """
 
     def __init__(self, first: nn.Module | None = None) -> None:
-        self._nodes: dict[str, NodeRecord] = {}
+        self._nodes: dict[str, NodeDraft] = {}
         self._counter = 0
         self._errors: list[str] = []
         self._tags: dict[str, str] = {}  # tag -> node id
@@ -65,13 +68,14 @@ class FlowBuilder:
         self._fork_target: str | None = None
         self._on_target: str | None = None
         self._built = False
+        self._verbose = False
         if first is not None and not isinstance(first, nn.Module):
             self._fail(f"FlowBuilder({_cls(first)})", "expected an nn.Module as the first node")
             first = None
         if first is None:
-            self._entry = self._add("identity", "input", None, [], "FlowBuilder()")
+            self._entry = self._append(NodeKind.INPUT, None, [], "FlowBuilder()", "identity")
         else:
-            self._entry = self._add_module(first, "module", [], "FlowBuilder")
+            self._entry = self._add_module(first, NodeKind.MODULE, [], "FlowBuilder")
             self._on_target = self._entry
         self._streams: list[str] = [self._entry]
 
@@ -81,28 +85,63 @@ class FlowBuilder:
         self._errors.append(f"{call}: {message}")
         return self
 
-    def _add(
+    def _append(
         self,
-        prefix: str,
-        kind: str,
+        kind: NodeKind,
         module: nn.Module | None,
-        inputs: list[str],
-        call: str,
+        inputs: Sequence[str],
+        call: str | Callable[[str], str],
+        prefix: str | None = None,
         options: dict[str, Any] | None = None,
-        node_id: str | None = None,
     ) -> str:
+        """Record a node and return its id, ``"{prefix}_{counter}"`` (prefix: the module's
+        class in snake_case). ``call`` is the call as errors name it, or makes it from the id."""
         self._counter += 1
-        nid = node_id or f"{prefix}_{self._counter}"
+        if prefix is None:
+            prefix = snake_name(_cls(module)) if module is not None else kind.value
+        nid = f"{prefix}_{self._counter}"
         if module is not None and _is_graph(module):
-            kind = "graph"
-        self._nodes[nid] = NodeRecord(nid, kind, module, list(inputs), call, options=options or {})
+            kind = NodeKind.GRAPH
+        text = call(nid) if callable(call) else call
+        self._nodes[nid] = NodeDraft(nid, kind, module, list(inputs), text, options=options or {})
         return nid
 
-    def _add_module(self, module: nn.Module, kind: str, inputs: list[str], method: str) -> str:
-        prefix = snake_name(_cls(module))
-        nid = self._add(prefix, kind, module, inputs, "")
-        self._nodes[nid].call = f"{method}({nid})"
-        return nid
+    def _add_module(
+        self, module: nn.Module, kind: NodeKind, inputs: Sequence[str], method: str
+    ) -> str:
+        return self._append(kind, module, inputs, lambda nid: f"{method}({nid})")
+
+    def _attach(
+        self,
+        call: str,
+        checked: Sequence[object],
+        make: Callable[[], CompositeNode],
+        source: str | None = None,
+        problem: str | None = None,
+    ) -> FlowBuilder:
+        """Append a composite node on the single stream (or on ``source``) and continue the
+        stream from it. ``checked`` are the user's modules, checked first; then ``problem``
+        (an argument error found by the caller), then the single stream. The one way the
+        composite calls and their sub-builders add a node."""
+        if not self._modules_ok(call, *checked):
+            return self
+        if problem is not None:
+            return self._fail(call, f"{problem} ({self._where()})")
+        if not self._single(call):
+            return self
+        node = make()
+        inputs = [source] if source is not None else self._streams
+        method = call.split("(")[0]
+        nid = self._append(node.kind, node, inputs, lambda nid: f"{method}({nid})")
+        node.node = nid
+        return self._stream_to(nid)
+
+    def _tag_node(self, name: str) -> str | None:
+        """The node id carrying tag ``name`` so far, or None."""
+        return self._tags.get(name)
+
+    def _known_tags(self) -> list[str]:
+        return sorted(self._tags)
 
     def _where(self) -> str:
         return f"after {', '.join(self._streams)}"
@@ -145,7 +184,7 @@ class FlowBuilder:
         call = f"through({_cls(module)})"
         if not (self._modules_ok(call, module) and self._single(call)):
             return self
-        return self._stream_to(self._add_module(module, "module", self._streams, "through"))
+        return self._stream_to(self._add_module(module, NodeKind.MODULE, self._streams, "through"))
 
     def also(self, module: nn.Module) -> FlowBuilder:
         """Residual: x -> x + module(x). A following ``using`` feeds refs to ``module``."""
@@ -153,8 +192,8 @@ class FlowBuilder:
         if not (self._modules_ok(call, module) and self._single(call)):
             return self
         s = self._streams[0]
-        m = self._add_module(module, "also", [s], "also")
-        add = self._add("add", "add", None, [s, m], f"also({m})")
+        m = self._add_module(module, NodeKind.ALSO, [s], "also")
+        add = self._append(NodeKind.ADD, None, [s, m], f"also({m})")
         return self._stream_to(add, on_target=m)
 
     def also_with(self, skip: nn.Module, main: nn.Module) -> FlowBuilder:
@@ -163,9 +202,9 @@ class FlowBuilder:
         if not (self._modules_ok(call, skip, main) and self._single(call)):
             return self
         s = self._streams[0]
-        k = self._add_module(skip, "also", [s], "also_with")
-        m = self._add_module(main, "also", [s], "also_with")
-        add = self._add("add", "add", None, [k, m], f"also_with({k}, {m})")
+        k = self._add_module(skip, NodeKind.ALSO, [s], "also_with")
+        m = self._add_module(main, NodeKind.ALSO, [s], "also_with")
+        add = self._append(NodeKind.ADD, None, [k, m], f"also_with({k}, {m})")
         return self._stream_to(add, on_target=m)
 
     def fork(self, module: nn.Module) -> FlowBuilder:
@@ -174,7 +213,7 @@ class FlowBuilder:
         call = f"fork({_cls(module)})"
         if not (self._modules_ok(call, module) and self._single(call)):
             return self
-        f = self._add_module(module, "fork", list(self._streams), "fork")
+        f = self._add_module(module, NodeKind.FORK, self._streams, "fork")
         self._on_target = f
         self._fork_target = f
         return self
@@ -187,7 +226,7 @@ class FlowBuilder:
         if mods is None or not self._single(call):
             return self
         s = self._streams[0]
-        self._streams = [self._add_module(m, "split", [s], "split") for m in mods]
+        self._streams = [self._add_module(m, NodeKind.SPLIT, [s], "split") for m in mods]
         self._on_target = None
         self._fork_target = None
         return self
@@ -201,7 +240,7 @@ class FlowBuilder:
             return self._fail(call, f"unknown merge op {op!r}; expected MergeOp.ADD or MEAN")
         if len(self._streams) < 2:
             return self._fail(call, f"requires multiple streams (after split), {self._where()}")
-        nid = self._add("merge", "merge", None, self._streams, call, {"op": op})
+        nid = self._append(NodeKind.MERGE, None, self._streams, call, options={"op": op})
         return self._stream_to(nid)
 
     # -- names and refs ------------------------------------------------------------------------
@@ -276,9 +315,7 @@ class FlowBuilder:
             if taken:
                 self._fail(call, f"name conflicts with an existing tag: {taken}")
                 continue
-            nid = self._add(
-                "input", "input", None, [], call, node_id=f"input_{name}_{self._counter + 1}"
-            )
+            nid = self._append(NodeKind.INPUT, None, [], call, prefix=f"input_{name}")
             waiting = self._pending.get(name, [])
             for consumer in waiting:
                 self._nodes[consumer].forward_refs.discard(name)
@@ -286,31 +323,29 @@ class FlowBuilder:
             self._inputs.append((name, nid))
         return self
 
-    def _ref_problem(self, node: NodeRecord) -> str | None:
+    def _ref_problem(self, node: NodeDraft) -> str | None:
         kind, m = node.kind, node.module
-        if kind == "input":
+        if kind is NodeKind.INPUT:
             return (
                 "using requires a preceding through, split, or merge (a graph input takes no refs)"
             )
-        if kind in ("add", "merge", "map"):
+        if m is None:
             return f"{node.id} ({kind}) takes no refs"
         hint = "implement forward_named(x, refs) on it"
-        if isinstance(m, (Gate, Switch)):
-            if not supports_refs(m.router):
+        if isinstance(m, CompositeNode):
+            # Refs reach a part of a composite node: the router of a gate/switch, a loop body.
+            target = m.refs_target()
+            if target is None:
+                return f"{node.id} ({kind}) takes no refs"
+            if not supports_refs(target):
+                role = m.refs_role
+                routers = " (SoftmaxRouter, SigmoidRouter, ArgmaxSelector do)"
                 return (
-                    f"the router {_cls(m.router)} of {node.id} does not support .using() refs; "
-                    f"{hint} (SoftmaxRouter, SigmoidRouter, ArgmaxSelector do)"
+                    f"the {role} {_cls(target)} of {node.id} does not support .using() refs; "
+                    f"{hint}{routers if role == 'router' else ''}"
                 )
             return None
-        if kind == "loop":
-            body = m.body  # type: ignore[union-attr]
-            if not supports_refs(body):
-                return (
-                    f"the loop body {_cls(body)} of {node.id} does not support .using() refs; "
-                    f"{hint}"
-                )
-            return None
-        if m is not None and not supports_refs(m):
+        if not supports_refs(m):
             return f"{node.id} ({_cls(m)}) does not support .using() refs; {hint}"
         return None
 
@@ -369,11 +404,9 @@ class FlowBuilder:
             f"gate({_cls(router)}, [{len(experts) if isinstance(experts, (list, tuple)) else '?'}])"
         )
         mods = self._module_list(call, "experts", experts)
-        if mods is None or not (self._modules_ok(call, router) and self._single(call)):
+        if mods is None:
             return self
-        nid = f"gate_{self._counter + 1}"
-        nid = self._add("gate", "gate", Gate(router, mods), self._streams, f"gate({nid})")
-        return self._stream_to(nid)
+        return self._attach(call, [router], lambda: Gate(router, mods))
 
     def switch(self, selector: nn.Module, branches: Sequence[nn.Module]) -> FlowBuilder:
         """Hard routing: only ``branches[selector(x)]`` runs, for the whole batch."""
@@ -382,13 +415,9 @@ class FlowBuilder:
             f"[{len(branches) if isinstance(branches, (list, tuple)) else '?'}])"
         )
         mods = self._module_list(call, "branches", branches)
-        if mods is None or not (self._modules_ok(call, selector) and self._single(call)):
+        if mods is None:
             return self
-        nid = f"switch_{self._counter + 1}"
-        nid = self._add(
-            "switch", "switch", Switch(selector, mods, nid), self._streams, f"switch({nid})"
-        )
-        return self._stream_to(nid)
+        return self._attach(call, [selector], lambda: Switch(selector, mods))
 
     # -- graph-level settings ------------------------------------------------------------------
 
@@ -406,6 +435,26 @@ class FlowBuilder:
         self._internal.append(tag)
         return self
 
+    def verbose(self, on: bool = True) -> FlowBuilder:
+        """At ``build()``, print the graph's tree summary and its parameter summary."""
+        self._verbose = bool(on)
+        return self
+
+    def _recording(self) -> Recording:
+        """Everything recorded so far, frozen: what the planner reads."""
+        return Recording(
+            nodes=tuple(d.freeze() for d in self._nodes.values()),
+            errors=tuple(self._errors),
+            tags=MappingProxyType(dict(self._tags)),
+            pending=MappingProxyType({t: tuple(ids) for t, ids in self._pending.items()}),
+            groups=MappingProxyType(dict(self._groups)),
+            inputs=tuple(self._inputs),
+            internal=tuple(self._internal),
+            streams=tuple(self._streams),
+            entry=self._entry,
+            label=self._label,
+        )
+
     def build(self) -> Graph:
         """Check the recorded graph, resolve it once and return the :class:`Graph`.
 
@@ -418,16 +467,11 @@ class FlowBuilder:
 
         if self._built:
             raise BuildError(["build(): this builder was already built; make a new FlowBuilder"])
-        if all(n.kind == "input" for n in self._nodes.values()) and not self._errors:
-            raise BuildError(
-                [
-                    "build(): the graph is empty (FlowBuilder() with no node); start it with "
-                    "FlowBuilder(module) or add .through(module) before build(); for a "
-                    "deliberate identity use FlowBuilder(nn.Identity())"
-                ]
-            )
-        plan, errors = resolve(self)
+        plan, errors = resolve(self._recording())
         if errors or plan is None:
             raise BuildError(errors)
         self._built = True
-        return Graph(plan)
+        graph = Graph(plan)
+        if self._verbose:
+            print_build_summary(graph)
+        return graph

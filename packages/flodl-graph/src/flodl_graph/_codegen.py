@@ -2,7 +2,8 @@
 
 Like ``torch.fx``'s codegen, the graph is resolved once: each node becomes a statement that
 calls its module through ``self._modules`` (one dict read, cheaper than the attribute access
-of hand-written code), loops/gates/switches/maps are emitted as code, and a value is
+of hand-written code), loops/gates/switches/maps emit their own statements (see
+``nodes._protocol``), and a value is
 ``del``-eted after its last use so tensors are freed as early as in hand-written code. The
 profiling variant runs the same statements in level order and times every node and level.
 """
@@ -22,8 +23,8 @@ from typing import Any
 import torch
 
 from ._annotate import note_failure
-from ._spec import MergeOp, NodeInfo, Plan
-from .nodes._runtime import halt, has_reset, map_each, map_slices, supports_refs, switch_index
+from ._spec import MergeOp, NodeInfo, NodeKind, Plan
+from .nodes._protocol import RUNTIME_GLOBALS, CompositeNode, EmitContext
 
 ENTRY_PARAM = "x"
 
@@ -51,11 +52,7 @@ def describe_value(v: Any) -> str:
 
 
 _GLOBALS: dict[str, Any] = {
-    "torch": torch,
-    "_halt": halt,
-    "_switch": switch_index,
-    "_map_each": map_each,
-    "_map_slices": map_slices,
+    **RUNTIME_GLOBALS,
     "_ns": perf_counter_ns,
     "_sync": _sync,
     "_note": note_failure,
@@ -68,7 +65,7 @@ class _Emitter:
         self.plan = plan
         self.by_id = {n.id: n for n in plan.nodes}
         self.var: dict[str, str] = {n.id: n.id for n in plan.nodes}
-        self.entry_is_input = self.by_id[plan.entry].kind == "input"
+        self.entry_is_input = self.by_id[plan.entry].kind is NodeKind.INPUT
         if self.entry_is_input:
             self.var[plan.entry] = ENTRY_PARAM
         for name, nid in zip(plan.input_names, plan.input_nodes, strict=True):
@@ -88,107 +85,40 @@ class _Emitter:
         items = ", ".join(f"{r!r}: {self.ref_expr(node, r, primary)}" for r in node.refs)
         return "{" + items + "}"
 
-    def call(self, node: NodeInfo, module: str, arg: str) -> str:
-        if node.refs:
-            return f"{module}.forward_named({arg}, {self.refs_dict(node, arg)})"
-        return f"{module}({arg})"
-
     def node_lines(self, node: NodeInfo) -> list[str]:
-        """The statements computing ``node``'s value into its variable."""
+        """The statements computing ``node``'s value into its variable.
+
+        Codegen writes inputs, residual sums, merges and plain module calls itself; a composite
+        node (loop, gate, switch, map) writes its own statements (``CompositeNode.emit``).
+        """
         v = node.id
         ins = [self.var[i] for i in node.inputs] or [ENTRY_PARAM]  # the entry module reads x
-        mod = f"_m[{node.name!r}]"
         kind = node.kind
-        if kind == "input":
+        if kind is NodeKind.INPUT:
             return []
-        if kind == "add":
+        if kind is NodeKind.ADD:
             return [f"{v} = {ins[0]} + {ins[1]}"]
-        if kind == "merge":
+        if kind is NodeKind.MERGE:
             total = " + ".join(ins)
             if self.plan.options[v]["op"] is MergeOp.MEAN:
                 return [f"{v} = ({total}) / {len(ins)}"]
             return [f"{v} = {total}"]
-        if kind == "loop":
-            return self.loop_lines(node, mod, ins[0])
-        if kind == "gate":
-            n = len(node.module.experts)  # type: ignore[union-attr]
-            g = f"_g_{v}"
-            experts = ", ".join(f"{g}e[{str(i)!r}]({ins[0]})" for i in range(n))
-            return [
-                f"{g} = {mod}._modules",
-                f"{g}e = {g}['experts']._modules",
-                f"{g}w = {self.call(node, f'{g}[{chr(39)}router{chr(39)}]', ins[0])}",
-                f"{v} = (torch.stack(({experts}), -1) * {g}w.unsqueeze(-2)).sum(-1)",
-                f"del {g}w",
-            ]
-        if kind == "switch":
-            n = len(node.module.branches)  # type: ignore[union-attr]
-            s = f"_s_{v}"
-            lines = [
-                f"{s} = {mod}._modules",
-                f"{s}b = {s}['branches']._modules",
-                f"{s}i = _switch({self.call(node, f'{s}[{chr(39)}router{chr(39)}]', ins[0])}, "
-                f"{n}, {v!r})",
-            ]
-            for i in range(n):
-                head = "if" if i == 0 else "elif" if i < n - 1 else "else"
-                cond = f" {s}i == {i}" if head != "else" else ""
-                lines += [f"{head}{cond}:", f"    {v} = {s}b[{str(i)!r}]({ins[0]})"]
-            return lines
-        if kind == "map":
-            o = self.plan.options[v]
-            body = f"{mod}._modules['body']"
-            if o["mode"] == "slices":
-                return [f"{v} = _map_slices({body}, {ins[0]}, {o['n']}, {o['batched']}, {v!r})"]
-            if o["batched"]:
-                return [f"{v} = {body}({ins[0]})"]
-            return [f"{v} = _map_each({body}, {ins[0]})"]
-        return [f"{v} = {self.call(node, mod, ins[0])}"]
-
-    def loop_lines(self, node: NodeInfo, mod: str, arg: str) -> list[str]:
-        v = node.id
-        o = self.plan.options[v]
-        n, mode = o["count"], o["mode"]
-        body_mod = node.module.body  # type: ignore[union-attr]
-        b = f"_b_{v}"
-        lines = [f"{b} = {mod}._modules['body']"]
-        if mode != "for":
-            lines.append(f"_c_{v} = {mod}._modules['cond']")
-        if has_reset(body_mod):
-            lines.append(f"{b}.reset()")
-        step = f"{b}({v})"
-        if node.refs:
-            # Refs are fixed for every iteration: build the dict once.
-            lines.append(f"_r_{v} = {self.refs_dict(node, arg)}")
-            step = f"{b}.forward_named({v}, _r_{v})" if supports_refs(body_mod) else step
-        lines.append(f"{v} = {arg}")
-        if mode == "for":
-            lines += [f"for _ in range({n}):", f"    {v} = {step}"]
-        elif mode == "while":
-            lines += [
-                f"for _ in range({n}):",
-                f"    if _halt(_c_{v}({v})):",
-                "        break",
-                f"    {v} = {step}",
-            ]
-        else:
-            lines += [
-                f"for _i in range({n}):",
-                f"    {v} = {step}",
-                f"    if _i < {n - 1} and _halt(_c_{v}({v})):",
-                "        break",
-            ]
-        return lines
+        mod = f"_m[{node.name!r}]"
+        refs = self.refs_dict(node, ins[0]) if node.refs else None
+        if isinstance(node.module, CompositeNode):
+            return node.module.emit(EmitContext(node.id, mod, refs), v, ins)
+        if refs is not None:
+            return [f"{v} = {mod}.forward_named({ins[0]}, {refs})"]
+        return [f"{v} = {mod}({ins[0]})"]
 
     def uses(self, node: NodeInfo) -> list[str]:
         used = [self.var[i] for i in node.inputs] or [ENTRY_PARAM]
         used += [self.var[self.plan.tags[r]] for r in node.refs if r not in node.forward_refs]
         return used
 
-    def emit(self, order: list[str], profile: bool, record: bool = False) -> Generated:
+    def head(self, profile: bool, record: bool) -> list[str]:
+        """The statements before the try block: module dict, tag and state stores, timers."""
         plan = self.plan
-        params = ", ".join(["self", ENTRY_PARAM, *plan.input_names])
-        out = [f"def forward({params}):"]
         head: list[str] = ["_m = self._modules"]
         if plan.tags:
             head += ["_tg = self._tagged", "_tg.clear()"]
@@ -206,15 +136,22 @@ class _Emitter:
             ]
         if record:  # Graph.summary: every node's output, described, into self._shape_log
             head.append("_sh = self._shape_log")
-        # body[i] is emitted inside the try block; owner[i] is the node it computes (if any),
-        # which is how an exception is traced back to its node.
-        body: list[str] = []
-        owner: list[str | None] = []
+        return head
 
-        def add(lines: list[str], nid: str | None) -> None:
-            body.extend(lines)
-            owner.extend([nid] * len(lines))
+    def stored_lines(self, node: NodeInfo, record: bool) -> list[str]:
+        """``node``'s statements, then the stores of its value (tags, state, shape log)."""
+        v = self.var[node.id]
+        lines = self.node_lines(node)
+        lines += [f"_tg[{t!r}] = {v}" for t in node.tags]
+        lines += [f"_st[{t!r}] = {v}" for t in node.tags if t in self.plan.state_tags]
+        if record:
+            lines.append(f"_sh[{node.id!r}] = _describe({v})")
+        return lines
 
+    def emit(self, order: list[str], profile: bool, record: bool = False) -> Generated:
+        """The whole ``forward`` for nodes in ``order`` (timed per node/level if ``profile``)."""
+        plan = self.plan
+        body = _Body()
         last_use: dict[str, int] = {}
         for i, nid in enumerate(order):
             for u in self.uses(self.by_id[nid]):
@@ -223,47 +160,56 @@ class _Emitter:
         level_of = {n.id: n.level for n in plan.nodes}
         for i, nid in enumerate(order):
             node = self.by_id[nid]
-            lines = self.node_lines(node)
+            lines = self.stored_lines(node, record)
             v = self.var[nid]
-            lines += [f"_tg[{t!r}] = {v}" for t in node.tags]
-            lines += [f"_st[{t!r}] = {v}" for t in node.tags if t in plan.state_tags]
-            if record:
-                lines.append(f"_sh[{nid!r}] = _describe({v})")
+            # Free every value whose last reader this node is, and an unread value at once.
             dead = [u for u, last in last_use.items() if last == i and u != output]
-            if v not in last_use and v != output and node.kind != "input":
+            if v not in last_use and v != output and node.kind is not NodeKind.INPUT:
                 dead.append(v)
-            if profile:
-                first = i == 0 or level_of[order[i - 1]] != level_of[nid]
-                last = i == len(order) - 1 or level_of[order[i + 1]] != level_of[nid]
-                if first:
-                    add(["_tl = _ns()"], None)
-                if node.kind != "input":
-                    add([f"# {nid}", "_t = _ns()"], None)
-                    add(lines, nid)
-                    add(["if _cuda:", "    _sync()", f"_nt[{nid!r}] = _ns() - _t"], None)
-                else:
-                    add(lines, nid)
-                if dead:
-                    add([f"del {', '.join(dict.fromkeys(dead))}"], None)
-                if last:
-                    add(["_lt.append(_ns() - _tl)"], None)
+            if profile and (i == 0 or level_of[order[i - 1]] != level_of[nid]):
+                body.add(["_tl = _ns()"], None)
+            if profile and node.kind is not NodeKind.INPUT:
+                body.add([f"# {nid}", "_t = _ns()"], None)
+                body.add(lines, nid)
+                body.add(["if _cuda:", "    _sync()", f"_nt[{nid!r}] = _ns() - _t"], None)
             else:
-                add(lines, nid)
-                if dead:
-                    add([f"del {', '.join(dict.fromkeys(dead))}"], None)
-        add([f"return {output}"], None)
-        out += [f"    {line}" for line in head]
+                body.add(lines, nid)
+            if dead:
+                body.add([f"del {', '.join(dict.fromkeys(dead))}"], None)
+            if profile and (i == len(order) - 1 or level_of[order[i + 1]] != level_of[nid]):
+                body.add(["_lt.append(_ns() - _tl)"], None)
+        body.add([f"return {output}"], None)
+        params = ", ".join(["self", ENTRY_PARAM, *plan.input_names])
+        source, lines_of = body.source(params, self.head(profile, record))
+        args = {n.id: tuple(self.uses(n)) for n in plan.nodes if n.kind is not NodeKind.INPUT}
+        return Generated(source, lines_of, args)
+
+
+class _Body:
+    """The statements of the try block, each with the node it computes (if any): how an
+    exception is traced back to its node."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.owner: list[str | None] = []
+
+    def add(self, lines: list[str], nid: str | None) -> None:
+        self.lines.extend(lines)
+        self.owner.extend([nid] * len(lines))
+
+    def source(self, params: str, head: list[str]) -> tuple[str, dict[int, str]]:
+        """(the source of ``forward(params)``, source line (1-based) -> node id)."""
+        out = [f"def forward({params}):", *(f"    {line}" for line in head)]
         # A try block costs nothing until something raises (zero-cost exceptions, 3.11+); the
         # handler only attaches a note naming the node, then re-raises the same exception.
         out.append("    try:")
         lines_of: dict[int, str] = {}
-        for line, nid in zip(body, owner, strict=True):
+        for line, nid in zip(self.lines, self.owner, strict=True):
             out.append(f"        {line}")
             if nid is not None:
                 lines_of[len(out)] = nid
         out += ["    except Exception as _e:", "        _note(self, _e)", "        raise"]
-        args = {n.id: tuple(self.uses(n)) for n in plan.nodes if n.kind != "input"}
-        return Generated("\n".join(out) + "\n", lines_of, args)
+        return "\n".join(out) + "\n", lines_of
 
 
 def generate(plan: Plan, profile: bool = False, record: bool = False) -> Generated:

@@ -49,11 +49,11 @@ def _what(g: Graph, node: NodeInfo) -> str:
     assert m is not None
     if node.kind == "loop":
         body = _one_line(m.body)  # type: ignore[arg-type]
-        mode, count = opts.get("mode"), opts.get("count")
+        mode, count = m.mode, m.count  # type: ignore[union-attr]
         rule = f"for_n({count})" if mode == "for" else f"{mode}_cond (max {count})"
         return f"loop {rule}: {body}"
     if node.kind == "map":
-        return f"map {opts.get('mode')}: {_one_line(m.body)}"  # type: ignore[arg-type]
+        return f"map {m.mode}: {_one_line(m.body)}"  # type: ignore[arg-type,union-attr]
     role = {"also": "residual branch: ", "fork": "side branch: ", "split": "split branch: "}
     return role.get(node.kind, "") + _one_line(m)
 

@@ -21,6 +21,12 @@ Read-only structure, for the tree, observation and visualization code:
 - ``structural_hash()`` / ``short_hash()``;
 - ``_set_profiling(on)``: per-node (``_node_times``, ns by id) and per-level (``_level_times``)
   timings of the last forward; off means the plain fast forward.
+
+Features live in namespaces, plain objects set once at build (nothing runs per forward):
+``graph.tree`` (paths, freeze/thaw, checkpoints), ``graph.viz`` (DOT/SVG, profiling),
+``graph.metrics`` (tag values and recorded numbers per batch and epoch, trends) and
+``graph.timings`` (the same class, fed with node times). The seed's flat names
+(``graph.freeze``, ``graph.trend``, ``graph.svg`` ...) are aliases of the namespace methods.
 """
 
 from __future__ import annotations
@@ -34,13 +40,16 @@ from torch import Tensor, nn
 
 from flodl_core import ConfigError, PathError
 
+from ._alias import Alias
 from ._codegen import compile_forward, generate
 from ._describe import print_summary, render_structure
+from ._graph_traces import find_last_trace, find_traces
 from ._hash import structural_hash
-from ._observe import ObserveMixin
+from ._metrics import Metrics
+from ._observe import TagSource, TimingSource
 from ._spec import NodeInfo, Plan
-from ._tree import TreeMixin
-from .viz._mixin import VizMixin
+from ._tree import GraphTree
+from .viz._graph_viz import GraphViz
 
 
 class ChildGraphs(dict):  # type: ignore[type-arg]
@@ -58,12 +67,16 @@ class ChildGraphs(dict):  # type: ignore[type-arg]
         return nn.Module.children(self._owner)
 
 
-class Graph(TreeMixin, ObserveMixin, VizMixin, nn.Module):
+class Graph(nn.Module):
     """A built flow graph. Made by :meth:`FlowBuilder.build`, not constructed directly.
 
     Call it like any module: ``graph(x)``, or ``graph(x, a, b)`` / ``graph(x, a=..., b=...)``
     when it declares auxiliary inputs. x: the entry stream, whatever shape its first module
     takes; returns the output of the final stream node.
+
+    Namespaces: :attr:`tree` (:class:`GraphTree`), :attr:`viz` (:class:`GraphViz`),
+    :attr:`metrics` and :attr:`timings` (both :class:`Metrics`). Between training steps call
+    :meth:`end_step`, at the end of an epoch :meth:`end_epoch`.
     """
 
     def __init__(self, plan: Plan) -> None:
@@ -75,17 +88,43 @@ class Graph(TreeMixin, ObserveMixin, VizMixin, nn.Module):
         self._level_times: list[int] = []
         self._profiling = False
         self._composed = False
+        # Plain objects (not modules), read through the properties below.
+        self._ns_tree = GraphTree(self)
+        self._ns_viz = GraphViz(self)
+        self._ns_metrics = Metrics(self, TagSource(self), "Training trends")
+        self._ns_timings = Metrics(self, TimingSource(self), "Timing Trends")
         for node in plan.nodes:
             if node.module is not None:
                 self.add_module(node.name, node.module)
         for node in plan.nodes:
             if isinstance(node.module, Graph) and node.module.label is not None:
                 node.module._composed = True
-        for hook in ("_init_tree", "_init_observe", "_init_viz"):
-            fn = getattr(self, hook, None)
-            if callable(fn):
-                fn()
+        self._steps = 0
+        self._epochs = 0
         self._install()
+
+    # -- namespaces (class attributes, so the planner refuses tags named like them) -------------
+
+    @property
+    def tree(self) -> GraphTree:
+        """Paths, freeze/thaw, checkpoints and summaries of the graph tree."""
+        return self._ns_tree
+
+    @property
+    def viz(self) -> GraphViz:
+        """DOT/SVG diagrams and per-node profiling."""
+        return self._ns_viz
+
+    @property
+    def metrics(self) -> Metrics:
+        """Tag values and recorded numbers, per batch and per epoch, with trends."""
+        return self._ns_metrics
+
+    @property
+    def timings(self) -> Metrics:
+        """Node times (ms) of profiled forwards, per batch and per epoch: the class of
+        :attr:`metrics`, fed by :meth:`end_step` or ``timings.collect()``."""
+        return self._ns_timings
 
     # -- the generated forward -----------------------------------------------------------------
 
@@ -197,6 +236,15 @@ class Graph(TreeMixin, ObserveMixin, VizMixin, nn.Module):
             raise PathError(f"no tag {name!r} in graph {self.label or '(root)'}", self._plan.tags)
         return self._tagged.get(name)
 
+    def traces(self, name: str) -> list[Tensor]:
+        """Per-iteration values a ``LoopBody`` loop body published as ``name`` in the last
+        forward (autograd history kept); ``"child.name"`` reaches a labeled nested graph."""
+        return find_traces(self, name)
+
+    def last_trace(self, name: str) -> Tensor | None:
+        """The last iteration's value of trace ``name`` (None when no iteration published it)."""
+        return find_last_trace(self, name)
+
     def structural_hash(self) -> str:
         """SHA-256 (64 lowercase hex) over the structure: node ids, module classes, parameter
         and buffer names/shapes, edges, tags, inputs. Not values, dtypes or labels."""
@@ -227,6 +275,103 @@ class Graph(TreeMixin, ObserveMixin, VizMixin, nn.Module):
                 m._tagged = {k: v.detach() for k, v in m._tagged.items()}
             elif callable(getattr(type(m), "detach_state", None)):
                 m.detach_state()
+
+    # -- the training loop -----------------------------------------------------------------------
+
+    def end_step(self) -> None:
+        """Close one training step (call it after ``optimizer.step()``).
+
+        Detaches carried state (forward-ref buffers, tagged values, modules with
+        ``detach_state()``) so the next step's backward stops here: truncated BPTT, and no
+        autograd graph kept alive across steps. While profiling, buffers the step's node times
+        into :attr:`timings` (every profiled graph of the tree). Counts the step.
+        """
+        self.detach_state()
+        for _, g in self.tree.walk():
+            if g._profiling and g._node_times:
+                g.timings.collect()
+        self._steps += 1
+
+    def end_epoch(self) -> None:
+        """Close one epoch: flush :attr:`metrics` and :attr:`timings` of the whole tree (each
+        batch buffer's mean becomes the epoch's value, so ``trend`` and
+        ``latest_metrics()`` see it). Counts the epoch."""
+        self.metrics.flush()
+        self.timings.flush()
+        self._epochs += 1
+
+    @property
+    def step_count(self) -> int:
+        """Steps closed with :meth:`end_step`."""
+        return self._steps
+
+    @property
+    def epoch_count(self) -> int:
+        """Epochs closed with :meth:`end_epoch`."""
+        return self._epochs
+
+    # -- flat names of the seed: aliases of the namespaces -------------------------------------
+
+    # tree
+    validate_path = Alias("tree", GraphTree.validate_path)
+    subgraph = Alias("tree", GraphTree.subgraph)
+    child_graph = Alias("tree", GraphTree.child_graph)
+    tree_children = Alias("tree", GraphTree.children)
+    subgraph_paths = Alias("tree", GraphTree.subgraph_paths)
+    tagged_at = Alias("tree", GraphTree.tagged_at)
+    parameters_at = Alias("tree", GraphTree.parameters_at)
+    named_parameters_at = Alias("tree", GraphTree.named_parameters_at)
+    named_buffers_at = Alias("tree", GraphTree.named_buffers_at)
+    freeze = Alias("tree", GraphTree.freeze)
+    thaw = Alias("tree", GraphTree.thaw)
+    is_frozen = Alias("tree", GraphTree.is_frozen)
+    frozen_parameter_names = Alias("tree", GraphTree.frozen_parameter_names)
+    set_training_at = Alias("tree", GraphTree.set_training_at)
+    save_checkpoint = Alias("tree", GraphTree.save_checkpoint)
+    load_checkpoint = Alias("tree", GraphTree.load_checkpoint)
+    load_subgraph_checkpoint = Alias("tree", GraphTree.load_subgraph_checkpoint)
+    tree_summary = Alias("tree", GraphTree.summary)
+    param_summary = Alias("tree", GraphTree.param_summary)
+    # viz
+    dot = Alias("viz", GraphViz.dot)
+    dot_with_profile = Alias("viz", GraphViz.dot_with_profile)
+    svg = Alias("viz", GraphViz.svg)
+    svg_with_profile = Alias("viz", GraphViz.svg_with_profile)
+    enable_profiling = Alias("viz", GraphViz.enable_profiling)
+    disable_profiling = Alias("viz", GraphViz.disable_profiling)
+    profile = Alias("viz", GraphViz.profile)
+    # metrics
+    collect = Alias("metrics", Metrics.collect)
+    collect_with = Alias("metrics", Metrics.collect_with)
+    collect_at = Alias("metrics", Metrics.collect_at)
+    record = Alias("metrics", Metrics.record)
+    record_scalar = Alias("metrics", Metrics.record_scalar)
+    record_at = Alias("metrics", Metrics.record_at)
+    collected = Alias("metrics", Metrics.collected)
+    flush = Alias("metrics", Metrics.flush)
+    flush_local = Alias("metrics", Metrics.flush_local)
+    trend = Alias("metrics", Metrics.trend)
+    trends = Alias("metrics", Metrics.trends)
+    trend_at = Alias("metrics", Metrics.trend_at)
+    reset_trend = Alias("metrics", Metrics.reset)
+    latest_metrics = Alias("metrics", Metrics.latest)
+    latest_metrics_local = Alias("metrics", Metrics.latest_local)
+    eta = Alias("metrics", Metrics.eta)
+    plot_html = Alias("metrics", Metrics.plot_html)
+    export_trends = Alias("metrics", Metrics.export_csv)
+    # timings
+    collect_timings = Alias("timings", Metrics.collect)
+    flush_timings = Alias("timings", Metrics.flush)
+    timing_trend = Alias("timings", Metrics.trend)
+    timing_trends = Alias("timings", Metrics.trends)
+    reset_timing_trend = Alias("timings", Metrics.reset)
+    plot_timings_html = Alias("timings", Metrics.plot_html)
+    export_timing_trends = Alias("timings", Metrics.export_csv)
+
+    @property
+    def flush_count(self) -> int:
+        """How many flushes of :attr:`metrics` moved a value into a history (epochs seen)."""
+        return self.metrics.flush_count
 
     # -- PyTorch integration -------------------------------------------------------------------
 

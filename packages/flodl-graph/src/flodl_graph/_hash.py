@@ -15,6 +15,8 @@ import struct
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from ._graph import Graph
 
 
@@ -22,10 +24,26 @@ def _dims(shape: tuple[int, ...]) -> bytes:
     return b"".join(struct.pack("<q", d) for d in shape)
 
 
-def structural_hash(graph: Graph) -> str:
-    """64 lowercase hex characters."""
+def _hash_module(h: hashlib._Hash, m: nn.Module) -> None:
+    """Feed one node's module into ``h``: its class, submodule classes, parameter and buffer
+    names with their shapes (never values), and a nested graph's own structural hash."""
     from ._graph import Graph
 
+    h.update(type(m).__name__.encode() + b"\0")
+    if not isinstance(m, Graph):  # a nested graph's own hash covers its inside
+        for name, sub in m.named_modules():
+            if name:
+                h.update(b"M" + name.encode() + b"\0" + type(sub).__name__.encode() + b"\0")
+    for name, p in sorted(m.named_parameters(), key=lambda kv: kv[0]):
+        h.update(b"P" + name.encode() + b"\0" + _dims(tuple(p.shape)))
+    for name, b in sorted(m.named_buffers(), key=lambda kv: kv[0]):
+        h.update(b"B" + name.encode() + b"\0" + _dims(tuple(b.shape)))
+    if isinstance(m, Graph):
+        h.update(b"G" + m.structural_hash().encode())
+
+
+def structural_hash(graph: Graph) -> str:
+    """64 lowercase hex characters."""
     plan = graph._plan
     h = hashlib.sha256()
     index = {n.id: i for i, n in enumerate(plan.nodes)}
@@ -34,20 +52,8 @@ def structural_hash(graph: Graph) -> str:
         op = plan.options.get(node.id, {}).get("op")
         if op is not None:
             h.update(b"OP" + str(getattr(op, "value", op)).encode() + b"\0")
-        m = node.module
-        if m is None:
-            continue
-        h.update(type(m).__name__.encode() + b"\0")
-        if not isinstance(m, Graph):  # a nested graph's own hash covers its inside
-            for name, sub in m.named_modules():
-                if name:
-                    h.update(b"M" + name.encode() + b"\0" + type(sub).__name__.encode() + b"\0")
-        for name, p in sorted(m.named_parameters(), key=lambda kv: kv[0]):
-            h.update(b"P" + name.encode() + b"\0" + _dims(tuple(p.shape)))
-        for name, b in sorted(m.named_buffers(), key=lambda kv: kv[0]):
-            h.update(b"B" + name.encode() + b"\0" + _dims(tuple(b.shape)))
-        if isinstance(m, Graph):
-            h.update(b"G" + m.structural_hash().encode())
+        if node.module is not None:
+            _hash_module(h, node.module)
     h.update(b"EDGES")
     for node in plan.nodes:
         for port, src in enumerate(node.inputs):

@@ -1,29 +1,41 @@
-"""The data the builder records and the plan a built graph runs: node records, NodeInfo, Plan."""
+"""The data the builder records and the plan a built graph runs: the node kinds, the node
+drafts and records, the frozen :class:`Recording` the planner reads, NodeInfo and Plan."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 from torch import nn
 
-#: Every value ``NodeInfo.kind`` can take.
-NODE_KINDS: tuple[str, ...] = (
-    "input",  # graph input: the entry stream (#0) or an auxiliary input; no module
-    "module",  # a module on the stream (the first module, ``through``)
-    "also",  # a branch module of a residual (``also``, both modules of ``also_with``)
-    "add",  # the residual sum of ``also``/``also_with``; no module
-    "fork",  # a side-branch module (``fork``): computed, the stream goes on unchanged
-    "split",  # one branch module of ``split``
-    "merge",  # the join of a split (``MergeOp.ADD`` / ``MergeOp.MEAN``); no module
-    "loop",  # ``loop_body(...)``: module is a ``nodes.Loop`` holding ``body`` (and ``cond``)
-    "gate",  # ``gate(...)``: module is a ``nodes.Gate`` holding ``router`` and ``experts``
-    "switch",  # ``switch(...)``: module is a ``nodes.Switch`` holding ``router``/``branches``
-    "map",  # ``map(...)``: module is a ``nodes.Map`` holding ``body``
-    "graph",  # any node whose module is a nested ``Graph`` (whatever call placed it)
-)
+
+class NodeKind(str, Enum):
+    """What a node is: ``NodeInfo.kind``. A ``str`` enum, so ``node.kind == "loop"`` holds."""
+
+    INPUT = "input"  # graph input: the entry stream (#0) or an auxiliary input; no module
+    MODULE = "module"  # a module on the stream (the first module, ``through``)
+    ALSO = "also"  # a branch module of a residual (``also``, both modules of ``also_with``)
+    ADD = "add"  # the residual sum of ``also``/``also_with``; no module
+    FORK = "fork"  # a side-branch module (``fork``): computed, the stream goes on unchanged
+    SPLIT = "split"  # one branch module of ``split``
+    MERGE = "merge"  # the join of a split (``MergeOp.ADD`` / ``MergeOp.MEAN``); no module
+    LOOP = "loop"  # ``loop_body(...)``: module is a ``nodes.Loop`` holding ``body`` (and ``cond``)
+    GATE = "gate"  # ``gate(...)``: module is a ``nodes.Gate`` holding ``router`` and ``experts``
+    SWITCH = "switch"  # ``switch(...)``: module is a ``nodes.Switch`` holding router/branches
+    MAP = "map"  # ``map(...)``: module is a ``nodes.Map`` holding ``body``
+    GRAPH = "graph"  # any node whose module is a nested ``Graph`` (whatever call placed it)
+
+    # Print and format as the plain value ("loop"), as the kinds did when they were strings.
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+#: Every value ``NodeInfo.kind`` can take, as plain strings.
+NODE_KINDS: tuple[str, ...] = tuple(k.value for k in NodeKind)
 
 
 class MergeOp(str, Enum):
@@ -46,7 +58,7 @@ class NodeInfo:
 
     id: str
     name: str
-    kind: str
+    kind: NodeKind
     module: nn.Module | None
     tags: tuple[str, ...]
     inputs: tuple[str, ...]
@@ -56,12 +68,28 @@ class NodeInfo:
     internal: bool
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeRecord:
-    """A node while the builder records it (mutable: tags and refs arrive after creation)."""
+    """One node as the builder recorded it (frozen: the builder drafts it, then freezes it)."""
 
     id: str
-    kind: str
+    kind: NodeKind
+    module: nn.Module | None
+    inputs: tuple[str, ...]
+    call: str  # the builder call that made it, as errors name it (``through(linear_2)``)
+    tags: tuple[str, ...] = ()
+    refs: tuple[str, ...] = ()
+    forward_refs: frozenset[str] = frozenset()  # refs whose values come from the previous call
+    options: Mapping[str, Any] = field(default_factory=dict)  # kind options (the merge op)
+
+
+@dataclass
+class NodeDraft:
+    """A node while the builder records it (tags and refs arrive after it is created);
+    ``freeze()`` makes its :class:`NodeRecord`."""
+
+    id: str
+    kind: NodeKind
     module: nn.Module | None
     inputs: list[str]
     call: str
@@ -69,6 +97,40 @@ class NodeRecord:
     refs: list[str] = field(default_factory=list)
     forward_refs: set[str] = field(default_factory=set)
     options: dict[str, Any] = field(default_factory=dict)
+
+    def freeze(self) -> NodeRecord:
+        return NodeRecord(
+            self.id,
+            self.kind,
+            self.module,
+            tuple(self.inputs),
+            self.call,
+            tuple(self.tags),
+            tuple(self.refs),
+            frozenset(self.forward_refs),
+            MappingProxyType(dict(self.options)),
+        )
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Everything a :class:`FlowBuilder` recorded, frozen at ``build()``: what the planner reads.
+
+    ``nodes`` are in recording order; ``tags`` map tag -> node id in tagging order; ``pending``
+    holds forward refs no later tag or input resolved (tag -> the node ids reading it);
+    ``inputs`` are the auxiliary inputs as (name, node id); ``streams`` the streams still open.
+    """
+
+    nodes: tuple[NodeRecord, ...]
+    errors: tuple[str, ...]
+    tags: Mapping[str, str]
+    pending: Mapping[str, tuple[str, ...]]
+    groups: Mapping[str, tuple[str, ...]]
+    inputs: tuple[tuple[str, str], ...]
+    internal: tuple[str, ...]
+    streams: tuple[str, ...]
+    entry: str
+    label: str | None
 
 
 @dataclass(frozen=True)
@@ -86,7 +148,7 @@ class Plan:
     internal_tags: frozenset[str]
     state_tags: tuple[str, ...]  # tags written to forward-ref state
     label: str | None
-    options: dict[str, dict[str, Any]]  # node id -> kind options (merge op, loop mode ...)
+    options: dict[str, dict[str, Any]]  # node id -> kind options (the merge op of merges)
 
 
 _CAMEL = re.compile(r"(?<=.)(?=[A-Z][a-z])")

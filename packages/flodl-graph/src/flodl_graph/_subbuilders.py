@@ -1,5 +1,5 @@
 """The sub-builders returned by ``loop_body`` and ``map``; their final call returns the
-``FlowBuilder``."""
+``FlowBuilder``. They add their node through ``FlowBuilder._attach`` only."""
 
 from __future__ import annotations
 
@@ -38,20 +38,17 @@ class LoopBuilder:
         self._body = body
 
     def _finish(self, mode: LoopMode, call: str, count: object, cond: object) -> FlowBuilder:
-        fb = self._fb
         mods = (self._body,) if cond is None else (self._body, cond)
-        if not fb._modules_ok(call, *mods):
-            return fb
+        problem = None
         if not _count_ok(count):
             what = "n" if mode == "for" else "max_iter"
-            return fb._fail(call, f"{what} must be an int >= 1, got {count!r} ({fb._where()})")
-        if not fb._single(call):
-            return fb
-        loop = Loop(self._body, mode, count, cond)  # type: ignore[arg-type]
-        nid = fb._add("loop", "loop", loop, list(fb._streams), call)
-        fb._nodes[nid].call = f"{call.split('(')[0]}({nid})"
-        fb._nodes[nid].options.update(mode=mode, count=count)
-        return fb._stream_to(nid)
+            problem = f"{what} must be an int >= 1, got {count!r}"
+        return self._fb._attach(
+            call,
+            mods,
+            lambda: Loop(self._body, mode, count, cond),  # type: ignore[arg-type]
+            problem=problem,
+        )
 
     def __getattr__(self, name: str) -> object:
         # Only reached for attributes the class lacks: a FlowBuilder method (build, through,
@@ -101,16 +98,13 @@ class MapBuilder:
         self._batched = True
         return self
 
-    def _finish(self, mode: MapMode, call: str, n: int = 1, source: str | None = None):
-        fb = self._fb
-        if not (fb._modules_ok(call, self._body) and fb._single(call)):
-            return fb
-        nid = f"map_{fb._counter + 1}"
-        m = Map(self._body, mode, self._batched, n, nid)
-        inputs = [source] if source is not None else list(fb._streams)
-        nid = fb._add("map", "map", m, inputs, f"{call.split('(')[0]}({nid})")
-        fb._nodes[nid].options.update(mode=mode, n=n, batched=self._batched)
-        return fb._stream_to(nid)
+    def _finish(
+        self, mode: MapMode, call: str, n: int = 1, source: str | None = None
+    ) -> FlowBuilder:
+        batched = self._batched
+        return self._fb._attach(
+            call, [self._body], lambda: Map(self._body, mode, batched, n), source=source
+        )
 
     def each(self) -> FlowBuilder:
         """Run the body on each 1-row slice along dim 0 and concatenate."""
@@ -120,14 +114,14 @@ class MapBuilder:
         """Like ``each`` but over the tensor tagged ``tag`` (defined earlier); the result
         replaces the stream."""
         call = f"map(...).over({tag!r})"
-        fb = self._fb
-        if tag not in fb._tags:
-            return fb._fail(
+        source = self._fb._tag_node(tag)
+        if source is None:
+            return self._fb._fail(
                 call,
                 f"no tag {tag!r} defined earlier (map.over needs a backward tag); "
-                f"known tags: {sorted(fb._tags) or '(none)'}",
+                f"known tags: {self._fb._known_tags() or '(none)'}",
             )
-        return self._finish("over", call, source=fb._tags[tag])
+        return self._finish("over", call, source=source)
 
     def slices(self, n: int) -> FlowBuilder:
         """Split the last dim into ``n`` slices, map the body over them, join them back."""

@@ -1,4 +1,4 @@
-"""Graph tree: dotted paths, freeze/thaw, subgraph checkpoints (mixed into :class:`Graph`).
+"""Graph tree: dotted paths, freeze/thaw, subgraph checkpoints (``graph.tree``).
 
 A built graph given a ``label`` and used inside another builder becomes a *child* of that graph.
 Dotted paths (``"encoder.scan.hidden"``) then reach any child graph or tag from the root:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from ._graph import Graph
 
-__all__ = ["PathKind", "TreeMixin", "check_label", "resolve_path"]
+__all__ = ["GraphTree", "PathKind", "check_label", "resolve_path"]
 
 
 class PathKind(Enum):
@@ -110,51 +110,70 @@ def resolve_path(root: Graph, path: str) -> tuple[Graph, PathKind, str]:
     raise AssertionError("unreachable")  # _split never returns an empty list
 
 
-class TreeMixin:
-    """Tree features of a :class:`~flodl_graph.Graph`: paths, freezing, checkpoints."""
+class GraphTree:
+    """The tree features of a :class:`~flodl_graph.Graph` (``graph.tree``): paths, freezing,
+    checkpoints, summaries. ``graph.freeze(...)`` and the other flat names forward here."""
+
+    __slots__ = ("_g",)
+
+    def __init__(self, graph: Graph) -> None:
+        self._g = graph
+
+    def __repr__(self) -> str:
+        return f"GraphTree({self._g.label or '(root)'}, subgraphs={self.subgraph_paths()})"
 
     # --- paths -----------------------------------------------------------------------------
 
-    def validate_path(self: Graph, path: str) -> PathKind:
+    def validate_path(self, path: str) -> PathKind:
         """What ``path`` names (:class:`PathKind`); raises PathError if it does not resolve."""
-        return resolve_path(self, path)[1]
+        return resolve_path(self._g, path)[1]
 
-    def subgraph(self: Graph, path: str) -> Graph:
+    def subgraph(self, path: str) -> Graph:
         """The child graph at ``path`` (error if the path names a tag)."""
-        g, kind, name = resolve_path(self, path)
+        g, kind, name = resolve_path(self._g, path)
         if kind is not PathKind.SUBGRAPH:
             raise PathError(f"path {path!r} names the tag {name!r}, not a subgraph", g.children)
         return g
 
-    def child_graph(self: Graph, label: str) -> Graph:
+    def child_graph(self, label: str) -> Graph:
         """The direct child graph labeled ``label``."""
+        children = self._g.children
         try:
-            return self.children[label]
+            return children[label]
         except KeyError:
-            raise PathError(f"no child graph labeled {label!r}", self.children) from None
+            raise PathError(f"no child graph labeled {label!r}", children) from None
 
-    def tree_children(self: Graph) -> dict[str, Graph]:
+    def children(self) -> dict[str, Graph]:
         """The labeled direct children, by label, in build order."""
-        return dict(self.children)
+        return dict(self._g.children)
 
-    def subgraph_paths(self: Graph) -> list[str]:
+    def subgraph_paths(self) -> list[str]:
         """Every subgraph path in the tree, depth first (``encoder``, ``encoder.scan`` ...)."""
-        return [p for p, _ in self._walk_tree() if p]
+        return [p for p, _ in self.walk() if p]
 
-    def _walk_tree(self: Graph, prefix: str = "") -> Iterator[tuple[str, Graph]]:
-        yield prefix, self
-        for label, child in self.children.items():
-            yield from child._walk_tree(f"{prefix}.{label}" if prefix else label)
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, Graph]]:
+        """``(path, graph)`` for this graph (path ``prefix``, "" at the root) and every labeled
+        descendant, depth first."""
+        yield prefix, self._g
+        for label, child in self._g.children.items():
+            yield from child.tree.walk(f"{prefix}.{label}" if prefix else label)
+
+    def tagged_at(self, path: str) -> torch.Tensor | None:
+        """The last forward's value of the tag at ``path``; None if it was not computed."""
+        g, kind, name = resolve_path(self._g, path)
+        if kind is not PathKind.TAG:
+            raise PathError(f"tagged_at: path {path!r} names a subgraph, expected a tag")
+        return g.tagged(name)
 
     # --- parameters and modes --------------------------------------------------------------
 
-    def _module_at(self: Graph, path: str) -> tuple[nn.Module | None, str, PathKind]:
-        g, kind, name = resolve_path(self, path)
+    def _module_at(self, path: str) -> tuple[nn.Module | None, str, PathKind]:
+        g, kind, name = resolve_path(self._g, path)
         if kind is PathKind.SUBGRAPH:
             return g, name, kind
         return g.tag_node(name).module, name, kind
 
-    def parameters_at(self: Graph, path: str) -> list[nn.Parameter]:
+    def parameters_at(self, path: str) -> list[nn.Parameter]:
         """Parameters of the subgraph or tagged module at ``path`` (empty for a module-less tag).
 
         A list, so it drops straight into an optimizer group.
@@ -162,7 +181,7 @@ class TreeMixin:
         module, _, _ = self._module_at(path)
         return [] if module is None else list(module.parameters())
 
-    def named_parameters_at(self: Graph, path: str) -> list[tuple[str, nn.Parameter]]:
+    def named_parameters_at(self, path: str) -> list[tuple[str, nn.Parameter]]:
         """``(name, param)`` in the target's own namespace (a subgraph's own names, or
         ``"<tag>.<name>"`` for a tagged module)."""
         module, name, kind = self._module_at(path)
@@ -171,7 +190,7 @@ class TreeMixin:
         prefix = "" if kind is PathKind.SUBGRAPH else f"{name}."
         return [(prefix + n, p) for n, p in module.named_parameters()]
 
-    def named_buffers_at(self: Graph, path: str) -> list[tuple[str, torch.Tensor]]:
+    def named_buffers_at(self, path: str) -> list[tuple[str, torch.Tensor]]:
         """Like :meth:`named_parameters_at`, for buffers."""
         module, name, kind = self._module_at(path)
         if module is None:
@@ -179,30 +198,30 @@ class TreeMixin:
         prefix = "" if kind is PathKind.SUBGRAPH else f"{name}."
         return [(prefix + n, b) for n, b in module.named_buffers()]
 
-    def freeze(self: Graph, path: str) -> int:
+    def freeze(self, path: str) -> int:
         """Turn gradients off for every parameter at ``path``; returns how many tensors."""
         params = self.parameters_at(path)
         for p in params:
             p.requires_grad_(False)
         return len(params)
 
-    def thaw(self: Graph, path: str) -> int:
+    def thaw(self, path: str) -> int:
         """Turn gradients back on for every parameter at ``path``; returns how many tensors."""
         params = self.parameters_at(path)
         for p in params:
             p.requires_grad_(True)
         return len(params)
 
-    def is_frozen(self: Graph, path: str) -> bool:
+    def is_frozen(self, path: str) -> bool:
         """True when ``path`` has at least one parameter and none of them requires grad."""
         params = self.parameters_at(path)
         return bool(params) and not any(p.requires_grad for p in params)
 
-    def frozen_parameter_names(self: Graph) -> list[str]:
+    def frozen_parameter_names(self) -> list[str]:
         """Names (as in ``named_parameters()``) of every parameter that requires no grad."""
-        return [n for n, p in self.named_parameters() if not p.requires_grad]
+        return [n for n, p in self._g.named_parameters() if not p.requires_grad]
 
-    def set_training_at(self: Graph, path: str, mode: bool = True) -> None:
+    def set_training_at(self, path: str, mode: bool = True) -> None:
         """``train(mode)`` on the subgraph or tagged module at ``path`` only.
 
         A later ``train()``/``eval()`` on an ancestor overrides it, as in plain PyTorch.
@@ -214,35 +233,33 @@ class TreeMixin:
     # --- checkpoints -----------------------------------------------------------------------
 
     def save_checkpoint(
-        self: Graph, path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None
+        self, path: str | os.PathLike[str], metadata: Mapping[str, str] | None = None
     ) -> None:
         """Save parameters and buffers in the ``.fdl`` format, with this graph's structural
         hash and its frozen set (so a resumed run freezes exactly what was frozen)."""
-        _checkpoint.save_graph(self, path, metadata)
+        _checkpoint.save_graph(self._g, path, metadata)
 
-    def load_checkpoint(
-        self: Graph, path: str | os.PathLike[str], strict: bool = True
-    ) -> LoadReport:
+    def load_checkpoint(self, path: str | os.PathLike[str], strict: bool = True) -> LoadReport:
         """Load a checkpoint saved from a graph of the same structure (hash checked) and
         restore its frozen set. On any error the graph is left unchanged."""
-        return _checkpoint.load_graph(self, path, strict=strict)
+        return _checkpoint.load_graph(self._g, path, strict=strict)
 
     def load_subgraph_checkpoint(
-        self: Graph, path: str, file: str | os.PathLike[str], strict: bool = True
+        self, path: str, file: str | os.PathLike[str], strict: bool = True
     ) -> LoadReport:
         """Load a checkpoint of a standalone-trained component into the subgraph at ``path``.
 
         Names are matched in the subgraph's own namespace and its structural hash is checked;
         a mismatch raises CheckpointError and leaves the model untouched.
         """
-        return _checkpoint.load_subgraph(self, path, file, strict=strict)
+        return _checkpoint.load_subgraph(self._g, path, file, strict=strict)
 
     # --- summaries -------------------------------------------------------------------------
 
-    def tree_summary(self: Graph) -> str:
+    def summary(self) -> str:
         """The tree as text: hash, visible tags and parameter counts of every subgraph."""
-        return render_tree_summary(self)
+        return render_tree_summary(self._g)
 
-    def param_summary(self: Graph) -> str:
+    def param_summary(self) -> str:
         """Parameter counts (total, trainable, frozen) for the root and every subgraph."""
-        return render_param_summary(self)
+        return render_param_summary(self._g)

@@ -16,18 +16,16 @@ from enum import Enum
 
 import torch
 
-from flodl_core import ConfigError, PathError, ShapeError
+from flodl_core import ConfigError, PathError, ShapeError, check_int
 
 __all__ = ["MetricStore", "Reduce", "Trend", "TrendGroup", "ols_slope"]
 
-# Below this the x-spread is numerically zero; the original returns a flat slope there too.
+# Below this the x-spread is numerically zero; floDl (Rust) returns a flat slope there too.
 _DEGENERATE = 1e-15
 
 
 def _check_window(window: int) -> int:
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise ConfigError(f"trend window must be an int >= 0 (0 = all points), got {window!r}")
-    return window
+    return check_int(window, "trend window", ge=0, note="0 = all points")
 
 
 def _check_tol(tol: float) -> float:
@@ -113,8 +111,7 @@ class Trend:
 
     def last(self, n: int) -> list[float]:
         """The last ``n`` values (all of them when fewer exist)."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ConfigError(f"last(n) needs an int n >= 0, got {n!r}")
+        n = check_int(n, "n", ge=0, where="last(n)")
         return list(self._values[-n:]) if n else []
 
     def values(self) -> list[float]:

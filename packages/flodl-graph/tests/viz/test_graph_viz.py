@@ -168,14 +168,15 @@ def test_timing_trends(g: Graph, tmp_path: Path) -> None:
     assert len(g.timing_trends(["encoded", "memory"])) == 2
     with pytest.raises(PathError, match="no node named 'nope'"):
         g.collect_timings(["nope"])
-    with pytest.raises(PathError, match="no timings for 'block'"):
-        g.timing_trend("block")
+    assert len(g.timing_trend("block")) == 0  # a node never timed: an empty trend
+    with pytest.raises(PathError, match="no timing named 'nope'"):
+        g.timing_trend("nope")
     g.plot_timings_html(tmp_path / "t.html")
     assert "Timing Trends" in (tmp_path / "t.html").read_text()
     g.export_timing_trends(tmp_path / "t.csv")
     assert (tmp_path / "t.csv").read_text().splitlines()[0] == "epoch,encoded,memory"
     g.reset_timing_trend()
-    with pytest.raises(ConfigError, match="no timings"):
+    with pytest.raises(ConfigError, match="nothing has been flushed"):
         g.export_timing_trends(tmp_path / "t2.csv")
 
 
@@ -184,3 +185,46 @@ def test_param_count_labels() -> None:
     assert param_count_label(840) == "840 params"
     assert param_count_label(1_234) == "1.2K params"
     assert param_count_label(3_400_000) == "3.4M params"
+
+
+def _svg_nodes(svg: str) -> dict[str, str]:
+    """node id -> its label text (tspans joined by newlines)."""
+    root = ET.fromstring(svg.encode())
+    return {
+        el.get("id", "")[5:]: "\n".join(t.text or "" for t in el.iter(f"{SVG}tspan"))
+        for el in root.iter(f"{SVG}g")
+        if el.get("class") == "node"
+    }
+
+
+@pytest.mark.parametrize("op", [MergeOp.ADD, MergeOp.MEAN])
+def test_merge_node_shows_its_operation(op: MergeOp) -> None:
+    g = FlowBuilder(nn.Linear(D, D)).split([nn.Linear(D, D), nn.Linear(D, D)]).merge(op).build()
+    (merge,) = [n for n in g.nodes if n.kind == "merge"]
+    assert _svg_nodes(g.svg(engine="builtin"))[merge.id].split("\n")[:2] == ["merge", op.value]
+    assert re.search(rf'"{merge.id}" \[label="merge\\n{op.value}"', g.dot())
+    assert f'tooltip="{merge.id} (merge: {op.value})"' in g.dot()
+
+
+@pytest.mark.parametrize("n_nodes", [1, 2])
+def test_svg_of_one_and_two_node_graphs(n_nodes: int) -> None:
+    fb = FlowBuilder(nn.Linear(D, D))
+    if n_nodes == 2:
+        fb = fb.through(nn.ReLU())
+    g = fb.build()
+    assert len(g.nodes) == n_nodes
+    labels = _svg_nodes(g.svg(engine="builtin"))
+    assert set(labels) == {n.id for n in g.nodes}
+    assert labels[g.nodes[0].id].startswith("linear")
+
+
+def test_monitor_watch_shows_the_diagram_of_a_one_node_graph() -> None:
+    monitor = pytest.importorskip("flodl_monitor")
+    import io
+
+    g = FlowBuilder(nn.Linear(D, D)).build()
+    m = monitor.Monitor(2, stream=io.StringIO(), resources=False, record_path=None)
+    m.watch(g)
+    svg = m.graph_svg()
+    assert svg is not None and "<svg" in svg
+    assert set(_svg_nodes(svg)) == {g.nodes[0].id}

@@ -85,6 +85,18 @@ def test_barycenter_ordering_removes_an_obvious_crossing() -> None:
     assert (pos["a"] < pos["b"]) == (pos["y"] < pos["x"])
 
 
+def test_ordering_keeps_nodes_without_neighbours_in_other_layers() -> None:
+    # A node with no edge to another layer keeps its place; same-layer edges do not pull it.
+    layers = {0: ["solo"], 1: ["p", "q", "r"]}
+    _order_layers(layers, [SceneEdge("p", "q")])
+    assert layers == {0: ["solo"], 1: ["p", "q", "r"]}
+
+
+def test_one_node_scene_renders() -> None:
+    svg = render_svg(Scene([SceneNode("only", "only", level=0)]))
+    assert set(_node_boxes(ET.fromstring(svg.encode()))) == {"only"}
+
+
 def test_layout_is_deterministic() -> None:
     assert render_svg(_scene()) == render_svg(_scene())
 

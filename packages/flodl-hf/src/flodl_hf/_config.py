@@ -15,9 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flodl_core import ConfigError
-
-from ._io import format_choices
+from flodl_core import ConfigError, atomic_write, check_int, format_choices
 
 if TYPE_CHECKING:
     from .models._family import Family
@@ -137,9 +135,7 @@ class HfConfig:
             "num_hidden_groups",
             "inner_group_num",
         ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"config {name} must be a positive integer, got {value!r}")
+            check_int(getattr(self, name), f"config {name}", ge=1, expected="a positive integer")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"config hidden_size {self.hidden_size} must be a multiple of "
@@ -219,8 +215,7 @@ class HfConfig:
         if id2label is None:
             if num_labels is None:
                 return replace(self, raw=dict(self.raw))
-            if not isinstance(num_labels, int) or num_labels < 1:
-                raise ConfigError(f"num_labels must be a positive integer, got {num_labels!r}")
+            num_labels = check_int(num_labels, "num_labels", ge=1, expected="a positive integer")
             id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
         elif num_labels is not None and num_labels != len(id2label):
             raise ConfigError(
@@ -255,10 +250,8 @@ class HfConfig:
 
     def save(self, path: str | Path, architectures: list[str] | None = None) -> None:
         """Write ``config.json`` atomically."""
-        from ._io import atomic_write_text
-
         text = json.dumps(self.to_dict(architectures), indent=2, sort_keys=True) + "\n"
-        atomic_write_text(Path(path), text)
+        atomic_write(path, text, parents=True)
 
 
 def _read_id2label(values: dict[str, Any]) -> dict[int, str]:
@@ -271,6 +264,5 @@ def _read_id2label(values: dict[str, Any]) -> dict[int, str]:
                 f"config id2label must map integer indices to names, got {raw!r}"
             ) from None
     n = values.get("num_labels", 2)
-    if not isinstance(n, int) or n < 1:
-        raise ConfigError(f"config num_labels must be a positive integer, got {n!r}")
+    n = check_int(n, "config num_labels", ge=1, expected="a positive integer")
     return {i: f"LABEL_{i}" for i in range(n)}

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, atomic_path, atomic_write
 
-from ._io import atomic_write, atomic_write_text
 from ._model import HfModel
 from ._tokenizer import HfTokenizer
 
@@ -38,12 +37,15 @@ def export(
         raise ConfigError(f"{target} exists; pass overwrite=True to replace it")
     tensors = {k: v.detach().contiguous() for k, v in model.hf_state_dict().items()}
     meta = {"format": "pt"}
-    atomic_write(target, lambda tmp: save_file(tensors, str(tmp), metadata=meta))
+    with atomic_path(target, parents=True) as tmp:
+        save_file(tensors, str(tmp), metadata=meta)
     config = model.config.to_dict(architectures=[model.architecture])
     config["dtype"] = str(model.dtype).removeprefix("torch.")
     import json
 
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+    atomic_write(
+        out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n", parents=True
+    )
     tok = tokenizer or model.tokenizer
     if tok is not None:
         tok.save(out / "tokenizer.json")

@@ -131,8 +131,25 @@ def plan_load(
             continue
         mapped[target] = tensor
     seen = set(mapped) | {k for k, _, _ in report.mismatched} | set(policy.tied)
-    absent = [k for k in expected if k not in seen]
-    # A head the checkpoint lacks as a whole starts fresh; a partial one is an error.
+    _classify_absent([k for k in expected if k not in seen], expected, policy, report)
+    report.loaded = sorted(mapped)
+    report.missing.sort()
+    report.unexpected.sort()
+    report.unused.sort()
+    return mapped, report
+
+
+def _classify_absent(
+    absent: list[str],
+    expected: Mapping[str, tuple[int, ...]],
+    policy: KeyPolicy,
+    report: WeightLoadReport,
+) -> None:
+    """Sort model keys the checkpoint lacks into ``report.missing`` or ``report.initialized``.
+
+    A head the checkpoint lacks as a whole (an optional group) starts fresh; a partial one is an
+    error, as is any other absent key.
+    """
     by_group: dict[str, list[str]] = {}
     for key in absent:
         group = next((g for g in policy.optional if key.startswith(g)), None)
@@ -146,11 +163,6 @@ def plan_load(
             report.initialized.extend(keys)
         else:
             report.missing.extend(keys)
-    report.loaded = sorted(mapped)
-    report.missing.sort()
-    report.unexpected.sort()
-    report.unused.sort()
-    return mapped, report
 
 
 def _map_key(key: str, expected: Mapping[str, object], policy: KeyPolicy, bare: bool) -> str | None:

@@ -2,8 +2,10 @@
 
 The graph's top-level children are registered on the model too, so ``model.state_dict()`` keys
 are HF checkpoint keys (``bert.encoder.layer.0.attention.self.query.weight``) and optimizers,
-``.to()``, ``torch.compile`` and ``state_dict()`` work on the model as on any module. Tree
-methods (``freeze``, ``parameters_at`` ...) are the graph's, by dotted path.
+``.to()``, ``torch.compile`` and ``state_dict()`` work on the model as on any module. The
+graph's namespaces are the model's: ``model.tree`` (``freeze``, ``parameters_at`` ... by dotted
+path), ``model.viz``, ``model.metrics``, ``model.timings``; the tree's flat names
+(``model.freeze(...)``) are kept as aliases.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from flodl_core import ConfigError, ShapeError
-from flodl_graph import Graph
+from flodl_graph import Graph, GraphTree, GraphViz, Metrics
 
 from ._config import HfConfig
 from ._loader import KeyPolicy
@@ -39,25 +41,6 @@ class SpanLogits(NamedTuple):
 
     start_logits: Tensor
     end_logits: Tensor
-
-
-_TREE_METHODS = (
-    "freeze",
-    "thaw",
-    "is_frozen",
-    "parameters_at",
-    "named_parameters_at",
-    "named_buffers_at",
-    "set_training_at",
-    "subgraph",
-    "validate_path",
-    "tree_summary",
-    "param_summary",
-    "save_checkpoint",
-    "load_checkpoint",
-    "load_subgraph_checkpoint",
-    "tagged_at",
-)
 
 
 class HfModel(nn.Module):
@@ -108,10 +91,43 @@ class HfModel(nn.Module):
     def device(self) -> torch.device:
         return self.__dict__["_assembly"].word_embeddings.weight.device
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _TREE_METHODS:
-            return getattr(self.__dict__["_assembly"].graph, name)
-        return super().__getattr__(name)
+    # ---- the graph's namespaces, and the tree's flat names -----------------------------------
+    @property
+    def tree(self) -> GraphTree:
+        """The graph's tree: paths, freeze/thaw, checkpoints (``model.tree.freeze("bert")``)."""
+        return self.__dict__["_assembly"].graph.tree
+
+    @property
+    def viz(self) -> GraphViz:
+        """The graph's diagrams and profiling (``model.viz.svg()``)."""
+        return self.__dict__["_assembly"].graph.viz
+
+    @property
+    def metrics(self) -> Metrics:
+        """The graph's observed metrics (``model.metrics.record("loss", v)``)."""
+        return self.__dict__["_assembly"].graph.metrics
+
+    @property
+    def timings(self) -> Metrics:
+        """The graph's per-node timings (with ``model.viz.enable_profiling()``)."""
+        return self.__dict__["_assembly"].graph.timings
+
+    # Graph's aliases read ``self.tree``, which the property above provides.
+    freeze = Graph.freeze
+    thaw = Graph.thaw
+    is_frozen = Graph.is_frozen
+    parameters_at = Graph.parameters_at
+    named_parameters_at = Graph.named_parameters_at
+    named_buffers_at = Graph.named_buffers_at
+    set_training_at = Graph.set_training_at
+    subgraph = Graph.subgraph
+    validate_path = Graph.validate_path
+    tree_summary = Graph.tree_summary
+    param_summary = Graph.param_summary
+    save_checkpoint = Graph.save_checkpoint
+    load_checkpoint = Graph.load_checkpoint
+    load_subgraph_checkpoint = Graph.load_subgraph_checkpoint
+    tagged_at = Graph.tagged_at
 
     def train(self, mode: bool = True) -> HfModel:
         super().train(mode)

@@ -20,11 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_int, format_choices
 
 from ._auto import AutoModel
 from ._hub import resolve_file
-from ._io import format_choices
 from ._model import HfModel
 from ._tokenizer import HfTokenizer
 
@@ -166,8 +165,7 @@ class SentenceEncoder:
             texts = [texts]
         if not isinstance(texts, Sequence):
             raise ConfigError(f"texts must be a list of strings, got {type(texts).__name__}")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        batch_size = check_int(batch_size, "batch_size", ge=1, expected="a positive integer")
         ids = self.tokenizer.encode_ids(texts, max_length=self.max_seq_length)
         device, model = self.model.device, self.model
         out = torch.empty(len(ids), self.dimension, dtype=model.dtype, device=device)
@@ -244,9 +242,9 @@ def _max_seq_length(source: PathLike, kw: dict[str, Any], model: HfModel) -> int
     if path is not None:
         value = _read_json(path).get("max_seq_length")
         if value is not None:
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{path}: max_seq_length must be a positive integer")
-            limit = value
+            limit = check_int(
+                value, "max_seq_length", ge=1, where=str(path), expected="a positive integer"
+            )
     cfg = model.config
     if model.family.positions != "rotary":
         cap = cfg.max_position_embeddings

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_int
 
 from ._losses import (
     masked_lm_loss,
@@ -207,8 +207,7 @@ class MaskedLM(HfModel):
     def fill_mask(self, text: str, top_k: int = 5) -> list[list[tuple[str, float]]]:
         """For each mask token in ``text`` (``[MASK]`` or ``<mask>``), the ``top_k``
         ``(token, probability)`` candidates, most likely first."""
-        if not isinstance(top_k, int) or top_k < 1:
-            raise ConfigError(f"top_k must be a positive integer, got {top_k!r}")
+        top_k = check_int(top_k, "top_k", ge=1, expected="a positive integer")
         tok = self._require_tokenizer()
         mask_id = tok.token_to_id(tok.mask_token)
         enc = tok.encode([text])

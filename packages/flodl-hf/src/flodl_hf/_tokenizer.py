@@ -12,9 +12,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 from torch import Tensor
 
-from flodl_core import ConfigError, DataError
-
-from ._io import atomic_write
+from flodl_core import ConfigError, DataError, atomic_write, check_int
 
 _PAD_CANDIDATES = ("[PAD]", "<pad>")
 _MASK_CANDIDATES = ("[MASK]", "<mask>")
@@ -101,7 +99,7 @@ class HfTokenizer:
         if path.is_dir():
             path = path / "tokenizer.json"
         text = self._tok.to_str()
-        atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        atomic_write(path, text, parents=True)
 
     # ---- vocabulary -------------------------------------------------------------------------
     @property
@@ -142,8 +140,8 @@ class HfTokenizer:
         if not all(isinstance(t, str) for t in texts):
             bad = next(t for t in texts if not isinstance(t, str))
             raise ConfigError(f"texts must be strings, got a {type(bad).__name__}: {bad!r}")
-        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
-            raise ConfigError(f"max_length must be a positive integer, got {max_length!r}")
+        if max_length is not None:
+            max_length = check_int(max_length, "max_length", ge=1, expected="a positive integer")
         if not texts:
             return []
         with self._lock:
@@ -167,8 +165,8 @@ class HfTokenizer:
         return self._batch([tuple(p) for p in pairs], max_length)
 
     def _batch(self, inputs: list, max_length: int | None) -> EncodedBatch:
-        if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
-            raise ConfigError(f"max_length must be a positive integer, got {max_length!r}")
+        if max_length is not None:
+            max_length = check_int(max_length, "max_length", ge=1, expected="a positive integer")
         with self._lock:
             if max_length is not None:
                 self._tok.enable_truncation(max_length)

@@ -16,7 +16,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from torch import Tensor
 
-from flodl_core import CheckpointError
+from flodl_core import CheckpointError, format_choices
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -32,7 +32,7 @@ def find_weights(folder: Path) -> Path:
             return folder / name
     found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
     raise CheckpointError(
-        f"no weights in {folder}: expected one of {', '.join(WEIGHT_FILES)}; "
+        f"no weights in {folder}: expected one of {format_choices(WEIGHT_FILES, sort=False)}; "
         f"the folder holds: {', '.join(found) or '(nothing)'}"
     )
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flodl_core import ConfigError
+from flodl_core import check_finite, check_int
 
 from ._format import format_metric
 
@@ -60,13 +60,9 @@ class LossWatch:
     """
 
     def __init__(self, path: str, *, patience: int = 10, min_delta: float = 1e-4) -> None:
-        if not isinstance(patience, int) or patience < 0:
-            raise ConfigError(f"stall patience must be an int >= 0 (0 disables), got {patience!r}")
-        if not math.isfinite(min_delta) or min_delta < 0:
-            raise ConfigError(f"stall min_delta must be a finite float >= 0, got {min_delta!r}")
         self.path = path
-        self.patience = patience
-        self.min_delta = min_delta
+        self.patience = check_int(patience, "stall patience", ge=0, note="0 disables")
+        self.min_delta = check_finite(min_delta, "stall min_delta", ge=0)
         self._nan_seen: set[str] = set()
         self._best: dict[str, tuple[float, int]] = {}
         self._since: dict[str, int] = {}

@@ -6,11 +6,12 @@ import csv
 import io
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from flodl_core import atomic_write
 
 from ._format import format_eta, format_metric
 
@@ -22,20 +23,8 @@ _TITLE = "<title>flodl Training Monitor</title>"
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        # mkstemp makes 0600 files; a report is meant to be shared like any other output.
-        os.chmod(tmp, target.stat().st_mode & 0o777 if target.exists() else 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    """Write ``text`` to ``path`` with :func:`flodl_core.atomic_write`, creating its folder."""
+    return atomic_write(path, text, parents=True)
 
 
 def template() -> str:

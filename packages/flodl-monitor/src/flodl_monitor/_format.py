@@ -1,6 +1,6 @@
 """Number and line formatting for the console, the text log and the dashboard.
 
-The helpers reproduce the original floDl console format exactly (metric precision that adapts to
+The helpers reproduce floDl (Rust)'s console format exactly (metric precision that adapts to
 magnitude, ETAs that drop to milliseconds, 1024-based byte sizes), so logs of the two
 implementations read the same.
 """
@@ -67,6 +67,27 @@ def format_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def format_vram(alloc: int, total: int | None) -> str:
+    """Used over total in the total's unit: ``"2.1/6.0 GB"``, ``"300/512 MB"``.
+
+    An unknown (or zero) total gives the used size alone (``"2.1 GB"``); use beyond the total
+    (unified memory spilling into host RAM) is added as ``"7.0/6.0 GB +1.0 GB spill"``.
+    """
+    if not total:
+        return format_bytes(alloc)
+    if total >= _GIB:
+        text = f"{alloc / _GIB:.1f}/{total / _GIB:.1f} GB"
+    elif total >= _MIB:
+        text = f"{alloc / _MIB:.0f}/{total / _MIB:.0f} MB"
+    elif total >= _KIB:
+        text = f"{alloc / _KIB:.0f}/{total / _KIB:.0f} KB"
+    else:
+        text = f"{int(alloc)}/{int(total)} B"
+    if alloc > total:
+        text += f" +{format_bytes(alloc - total)} spill"
+    return text
+
+
 def _style(text: str, code: str, color: bool) -> str:
     return f"{code}{text}{_RESET}" if color else text
 
@@ -85,9 +106,10 @@ def epoch_line(
 ) -> str:
     """The console line of one epoch (``epoch`` is 0-based, printed 1-based).
 
-    ``"  epoch  10/100  loss=0.3817  [25ms  ETA 2.2s]  VRAM: 2.1 GB / 0 B (82%)"``; the ETA is
+    ``"  epoch  10/100  loss=0.3817  [25ms  ETA 2.2s]  VRAM: 2.1/6.0 GB (82%)"``; the ETA is
     left out on the last epoch (``remaining=None``), VRAM when unknown. VRAM shows allocator bytes
-    and the spill beyond physical memory (unified-memory systems).
+    over the device total (:func:`format_vram`, with the spill beyond physical memory on
+    unified-memory systems), then the GPU utilisation.
     """
     width = len(str(total))
     parts = [f"  epoch {epoch + 1:>{width}}/{total}"]
@@ -98,8 +120,7 @@ def epoch_line(
         timing += f"  ETA {format_eta(remaining)}"
     parts.append("  " + _style(timing + "]", _DIM, color))
     if vram_alloc is not None:
-        spill = vram_alloc - vram_total if vram_total is not None and vram_alloc > vram_total else 0
-        parts.append(f"  VRAM: {format_bytes(vram_alloc)} / {format_bytes(spill)}")
+        parts.append(f"  VRAM: {format_vram(vram_alloc, vram_total)}")
         if gpu_util is not None:
             parts.append(f" ({gpu_util:.0f}%)")
     return "".join(parts)

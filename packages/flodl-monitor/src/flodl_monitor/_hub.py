@@ -1,11 +1,15 @@
 """Server-Sent Events fan-out that never makes training wait.
 
-Training threads hand events over with ``loop.call_soon_threadsafe`` (a few microseconds) and
-return; everything else happens on the server's event loop. Every epoch is JSON-encoded once and
-the same bytes go to every client. Each client has a bounded queue: a client that falls behind by
-more than ``queue_size`` frames is disconnected instead of buffered without end, and its browser's
-EventSource reconnects and replays the whole history (late join), so a slow client costs memory
-bounded by the queue and never stalls anyone.
+A :class:`Hub` lives on the server's event loop. Served with :meth:`Monitor.serve
+<flodl_monitor.Monitor.serve>`, that loop runs in a separate process and the training process only
+encodes each event once and queues the bytes (see ``_remote``); mounted with ``Monitor.app()``,
+training threads hand events over with ``loop.call_soon_threadsafe`` (a few microseconds).
+Every epoch is JSON-encoded once and the same bytes go to every client.
+
+Each client has a bounded queue: a client that falls behind by more than ``queue_size`` frames
+is disconnected instead of buffered without end, and its browser's EventSource reconnects and
+replays the whole history (late join), so a slow client costs memory bounded by the queue and
+never stalls anyone.
 
 Record-tree streams (``/stream?path=``) are coalesced: a client remembers which steps and which
 children changed and sends each at most once per ``coalesce`` seconds, so 300 ranks reporting the
@@ -23,10 +27,19 @@ from ._paths import is_within
 HEARTBEAT = 15.0
 
 
-def sse_frame(event: str, data: Any) -> bytes:
+def sse_payload(data: Any) -> bytes:
+    """``data`` as compact JSON bytes (no NaN: the browser's ``JSON.parse`` refuses it)."""
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+
+
+def frame_of(event: str, payload: bytes) -> bytes:
     """``event: <name>\\ndata: <json>\\n\\n`` (JSON has no raw newlines, so one data line)."""
-    payload = json.dumps(data, separators=(",", ":"), allow_nan=False)
-    return f"event: {event}\ndata: {payload}\n\n".encode()
+    return b"event: " + event.encode() + b"\ndata: " + payload + b"\n\n"
+
+
+def sse_frame(event: str, data: Any) -> bytes:
+    """One SSE frame of ``data`` (see :func:`frame_of`)."""
+    return frame_of(event, sse_payload(data))
 
 
 class EpochClient:
@@ -94,7 +107,7 @@ class Hub:
         self.loop.call_soon_threadsafe(self._broadcast, "epoch", obj)
 
     def alert_threadsafe(self, obj: dict[str, Any]) -> None:
-        self.loop.call_soon_threadsafe(self._alert, obj)
+        self.loop.call_soon_threadsafe(self.alert, obj)
 
     def identity_threadsafe(self, obj: dict[str, Any]) -> None:
         self.loop.call_soon_threadsafe(self._broadcast, "identity", obj)
@@ -104,7 +117,7 @@ class Hub:
 
     def record_threadsafe(self, path: str, step: int) -> None:
         if self.stream_clients:  # read without the loop: a stale answer only costs a no-op hop
-            self.loop.call_soon_threadsafe(self._record, path, step)
+            self.loop.call_soon_threadsafe(self.record, path, step)
 
     # ---- loop-side --------------------------------------------------------------------------
 
@@ -112,7 +125,11 @@ class Hub:
         self.frames = [sse_frame("epoch", e) for e in epochs]
 
     def _broadcast(self, event: str, obj: dict[str, Any]) -> None:
-        frame = sse_frame(event, obj)
+        self.send(event, sse_frame(event, obj))
+
+    def send(self, event: str, frame: bytes) -> None:
+        """Keep ``frame`` (an ``epoch``, ``identity`` or ``complete`` frame) for late joiners
+        and offer it to every ``/events`` client."""
         if event == "epoch":
             self.frames.append(frame)
         elif event == "identity":
@@ -123,7 +140,8 @@ class Hub:
             if not c.offer(frame):
                 self.epoch_clients.discard(c)
 
-    def _alert(self, obj: dict[str, Any]) -> None:
+    def alert(self, obj: dict[str, Any]) -> None:
+        """Send an alert to every page and to the node streams at or above its path."""
         frame = sse_frame("alert", obj)
         self.alert_frames.append(frame)
         del self.alert_frames[:-200]
@@ -135,7 +153,8 @@ class Hub:
                 s.alerts.append(obj)
                 s.wake.set()
 
-    def _record(self, path: str, step: int) -> None:
+    def record(self, path: str, step: int) -> None:
+        """Mark ``step`` of ``path`` changed for the node streams at or above it."""
         for s in self.stream_clients:
             if is_within(path, s.path):
                 s.mark(path, step)

@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_int
 
 from ._alerts import Alert, LossWatch
 from ._export import csv_text, log_text, render_page, write_atomic
 from ._format import epoch_line, finish_line
 from ._hub import Hub, sse_frame
-from ._identity import ModelIdentity, identify, model_svg
+from ._identity import ModelIdentity, identify
 from ._paths import split_path
+from ._profiled import diagram_svg
 from ._recordlog import RecordLog
 from ._records import Record, RecordTree
 from ._resources import ResourceSample, ResourceSampler
@@ -93,9 +94,7 @@ class Monitor:
         resources: bool | ResourceSampler = True,
         color: bool | None = None,
     ) -> None:
-        if isinstance(total_epochs, bool) or not isinstance(total_epochs, int) or total_epochs < 1:
-            raise ConfigError(f"total_epochs must be an int >= 1, got {total_epochs!r}")
-        self.total = total_epochs
+        self.total = check_int(total_epochs, "total_epochs", ge=1)
         self._stream = stream
         self._color = color
         self._start = time.perf_counter()
@@ -153,10 +152,27 @@ class Monitor:
 
     def watch(self, model: Any) -> None:
         """Capture the model's label, structural hash, parameter counts and graph SVG if offered."""
+        self._watch_model(model, profiled=False)
+
+    def watch_profiled(self, model: Any) -> None:
+        """Like :meth:`watch`, with the SVG heat-coloured by the model's last profiled forward
+        (each node's time and each level's wall time written on it); the plain SVG, with a
+        warning, when there is no profile yet. Live pages load it from ``/graph.svg``; saved
+        pages carry it."""
+        self._watch_model(model, profiled=True)
+
+    def finish_with(self, model: Any) -> None:
+        """Redraw the graph SVG with the profiling heat map of the run's last profiled forward,
+        then :meth:`finish` (so the reports written there carry it)."""
+        if self._finished_at is None:
+            self._watch_model(model, profiled=True)
+        self.finish()
+
+    def _watch_model(self, model: Any, *, profiled: bool) -> None:
         self._set_identity(identify(model))
-        svg = model_svg(model)
+        svg = diagram_svg(model, profiled=profiled)
         if svg is not None:
-            self._svg = svg
+            self.set_svg(svg)
 
     def set_svg(self, svg: str) -> None:
         self._svg = svg
@@ -189,10 +205,7 @@ class Monitor:
         elif metrics_or_model is not None:
             model = metrics_or_model
         values = self._collect(model, metrics)
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < self.total:
-            raise ConfigError(
-                f"epoch must be an int in 0..{self.total - 1} (0-based), got {epoch!r}"
-            )
+        epoch = check_int(epoch, "epoch", ge=0, le=self.total - 1, note="0-based")
         if self._history and epoch <= self._history[-1].epoch:
             prev = self._history[-1].epoch
             raise ConfigError(f"epoch {epoch} logged after epoch {prev}; epochs must increase")
@@ -372,7 +385,7 @@ class Monitor:
     # ---- dashboard -------------------------------------------------------------------------
 
     def serve(self, port: int = 0, *, host: str = "127.0.0.1", max_clients: int = 64) -> str:
-        """Serve the live dashboard from a background thread; returns (and prints) its URL.
+        """Serve the live dashboard from a separate process; returns (and prints) its URL.
 
         Binds loopback unless ``host`` says otherwise; ``port=0`` picks a free port.
         """

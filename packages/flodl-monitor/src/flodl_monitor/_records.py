@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flodl_core import ConfigError, PathError
+from flodl_core import ConfigError, PathError, check_int
 
 from ._alerts import Alert
 from ._paths import ROOT, split_path
@@ -89,8 +89,7 @@ class RecordTree:
         for name, rule in (rollup or {}).items():
             if rule not in ROLLUP_RULES:
                 raise ConfigError(f"rollup rule for {name!r} is {rule!r}; expected 'mean' or 'sum'")
-        if not isinstance(history, int) or history < 1:
-            raise ConfigError(f"history must be an int >= 1, got {history!r}")
+        history = check_int(history, "history", ge=1)
         if stale_after is not None and not stale_after > 0:
             raise ConfigError(f"stale_after must be > 0 seconds or None, got {stale_after!r}")
         self._rules = dict(rollup or {})
@@ -221,16 +220,22 @@ class RecordTree:
     def alert(self, alert: Alert) -> bool:
         """Record ``alert`` on its node and every ancestor, once per key. True if new."""
         with self._lock:
-            if alert.key in self._alert_keys:
+            if not self._record_alert(alert):
                 return False
-            self._alert_keys.add(alert.key)
-            node = self._nodes.get(alert.path, self._root)
-            while node is not None:
-                node.alerts.append(alert)
-                node = node.parent
             listeners = self._listeners
-        for fn in listeners:
+        for fn in listeners:  # outside the lock: a listener may call back into the tree
             fn("alert", alert)
+        return True
+
+    def _record_alert(self, alert: Alert) -> bool:
+        """Add ``alert`` to the tree unless its key was seen. The caller holds the lock."""
+        if alert.key in self._alert_keys:
+            return False
+        self._alert_keys.add(alert.key)
+        node = self._nodes.get(alert.path, self._root)
+        while node is not None:
+            node.alerts.append(alert)
+            node = node.parent
         return True
 
     def close(self, path: str) -> None:
@@ -252,12 +257,18 @@ class RecordTree:
                 if now - t > self.stale_after and p not in self._lost and p not in self._closed
             ]
             self._lost.update(p for p, _ in lost)
-        out: list[Alert] = []
-        for p, t in lost:
-            a = Alert("rank_lost", p, f"{p} stopped reporting {now - t:.0f}s ago", None, now)
-            self._alert_keys.discard(a.key)  # a rank that came back and left again alerts again
-            if self.alert(a):
-                out.append(a)
+            out: list[Alert] = []
+            for p, t in lost:
+                a = Alert("rank_lost", p, f"{p} stopped reporting {now - t:.0f}s ago", None, now)
+                # A rank that came back and left again alerts again: forget the old key and
+                # record the new alert in one step, so no other thread sees the key missing.
+                self._alert_keys.discard(a.key)
+                if self._record_alert(a):
+                    out.append(a)
+            listeners = self._listeners
+        for a in out:
+            for fn in listeners:
+                fn("alert", a)
         return out
 
     # ---- reading ---------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""The dashboard's HTTP routes (aiohttp) and the background thread that serves them.
+"""The dashboard's HTTP routes (aiohttp). :class:`DashboardServer` (``_process``) serves them from
+a separate process, so that the fan-out to many browsers never competes with training for the
+interpreter lock.
 
 Routes (all GET; every error is a JSON body ``{"error": ..., "status": ...}`` with a 4xx code):
 
@@ -9,14 +11,18 @@ Routes (all GET; every error is a JSON body ``{"error": ..., "status": ...}`` wi
 - ``/favicon.ico`` 204 (no icon, no 404 in the browser's console)
 - ``/paths`` every record path, ``/node?path=`` one node with its children (O(children)),
   ``/history?path=&n=`` its last ``n`` records or rollups, ``/stream?path=&n=`` SSE of that node
+
+Served by :class:`DashboardServer`, requests that aiohttp's HTTP parser refuses (a request line
+over 8190 bytes: 414; a header over 16 KiB or more than 128 headers: 431) are JSON too
+(``_listen``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import re
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -25,6 +31,8 @@ from aiohttp import web
 from flodl_core import ConfigError, PathError
 
 from ._hub import HEARTBEAT, EpochClient, Hub, StreamClient, sse_frame
+from ._process import DashboardServer as DashboardServer
+from ._process import check_max_clients
 from ._records import RecordTree
 
 MAX_N = 10_000
@@ -42,8 +50,8 @@ class DashboardSource(Protocol):
 
     records: RecordTree
 
-    def page(self) -> str: ...
-    def graph_svg(self) -> str | None: ...
+    def page(self) -> str | Awaitable[str | None]: ...
+    def graph_svg(self) -> str | Awaitable[str | None] | None: ...
     def epochs(self) -> list[dict[str, Any]]: ...
     def attach(self, hub: Hub) -> None: ...
     def detach(self, hub: Hub) -> None: ...
@@ -145,14 +153,19 @@ async def _sse_start(request: web.Request, hub: Hub) -> web.StreamResponse:
     return resp
 
 
+async def _resolve(value: Any) -> Any:
+    # The server process asks the training process for these; in-process they are plain values.
+    return await value if inspect.isawaitable(value) else value
+
+
 async def _index(request: web.Request) -> web.Response:
     _query(request, ())
-    page = request.app[SOURCE].page()
+    page = await _resolve(request.app[SOURCE].page())
     return web.Response(text=page, content_type="text/html", headers={"Cache-Control": "no-store"})
 
 
 async def _graph_svg(request: web.Request) -> web.Response:
-    svg = request.app[SOURCE].graph_svg()
+    svg = await _resolve(request.app[SOURCE].graph_svg())
     if svg is None:
         raise web.HTTPNotFound(text="no graph SVG: the model gave none (see Monitor.watch)")
     return web.Response(text=svg, content_type="image/svg+xml")
@@ -259,8 +272,7 @@ def make_app(
     source: DashboardSource, *, max_clients: int = 64, queue_size: int = 256, coalesce: float = 0.1
 ) -> web.Application:
     """The dashboard as an aiohttp application (the hub binds to the loop that runs it)."""
-    if not isinstance(max_clients, int) or max_clients < 1:
-        raise ConfigError(f"max_clients must be an int >= 1, got {max_clients!r}")
+    check_max_clients(max_clients)
     app = web.Application(middlewares=[_errors])
     app[SOURCE] = source
     app[COALESCE] = coalesce
@@ -296,64 +308,3 @@ def make_app(
     ):
         app.router.add_get(route, handler, allow_head=False)
     return app
-
-
-class DashboardServer:
-    """Runs :func:`make_app` on its own event loop in a daemon thread."""
-
-    def __init__(
-        self, source: DashboardSource, host: str = "127.0.0.1", port: int = 0, **opts: Any
-    ) -> None:
-        if not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ConfigError(f"port must be an int in 0..65535 (0 picks a free one), got {port!r}")
-        self.host, self.port = host, port
-        self._app = make_app(source, **opts)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="flodl-dashboard", daemon=True)
-
-    @property
-    def url(self) -> str:
-        shown = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
-        shown = f"[{shown}]" if ":" in shown else shown
-        return f"http://{shown}:{self.port}"
-
-    def start(self) -> str:
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            self._thread.join()
-            raise ConfigError(
-                f"cannot serve the dashboard on {self.host}:{self.port} ({self._error}); "
-                "pick another port, or port=0 for a free one"
-            ) from self._error
-        return self.url
-
-    def _run(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
-        runner = self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=2.0)
-        try:
-            loop.run_until_complete(runner.setup())
-            loop.run_until_complete(web.TCPSite(runner, self.host, self.port).start())
-            self.port = runner.addresses[0][1]
-        except BaseException as e:  # reported to start() on the caller's thread
-            self._error = e
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Close every stream, stop the server and join its thread (idempotent)."""
-        if self._loop is None or not self._thread.is_alive():
-            return
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout)

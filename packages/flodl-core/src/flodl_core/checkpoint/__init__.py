@@ -14,6 +14,7 @@ from ._load import LoadReport as LoadReport
 from ._load import load_checkpoint as load_checkpoint
 from ._migrate import MigrateReport as MigrateReport
 from ._migrate import migrate_checkpoint as migrate_checkpoint
+from ._migrate_optim import migrate_optim_state_file as migrate_optim_state_file
 from ._save import save_checkpoint as save_checkpoint
 from ._save import write_checkpoint as write_checkpoint
 from ._snapshot import ModelSnapshot as ModelSnapshot
@@ -35,6 +36,7 @@ __all__ = [
     "load_checkpoint",
     "load_state_file",
     "migrate_checkpoint",
+    "migrate_optim_state_file",
     "read_checkpoint_metadata",
     "read_state_file",
     "save_checkpoint",

@@ -1,7 +1,7 @@
 """File plumbing shared by checkpoints and state files: gzip by suffix, atomic writes.
 
 The path decides compression in both directions (``*.gz`` is a gzip stream, anything else is
-raw), as in the Rust original, so a file moves between the two worlds unchanged.
+raw), as in floDl (Rust), so a file moves between the two worlds unchanged.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import errno
 import gzip
 import mmap
 import os
-import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import BinaryIO
 
+from .._atomic import atomic_open
 from .._errors import CheckpointError
 
 PathLike = str | os.PathLike[str]
@@ -80,53 +80,22 @@ def open_read(
         raw.close()
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make the rename itself durable; not every platform can open a directory."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @contextmanager
 def atomic_write(path: PathLike) -> Iterator[BinaryIO]:
     """A stream whose bytes appear at ``path`` only if the ``with`` block completes.
 
-    Writes go to a temp file in the same directory (so the final ``os.replace`` is an atomic
-    rename on one filesystem), which is flushed and fsynced first. On any error the temp file is
-    removed and an existing file at ``path`` is left as it was.
+    :func:`flodl_core.atomic_open` underneath (temp file in the same folder, fsync,
+    ``os.replace``; on any error the temp file is removed and an existing file is left as it was),
+    plus gzip compression when the path ends ``.gz``.
     """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(tmp, flags, 0o666)  # the umask applies, as for any new file
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            errno.ENOENT, f"cannot write: directory {directory} does not exist", path
-        ) from None
-    try:
-        with open(fd, "wb", buffering=_WRITE_BUFFER) as raw:
-            if is_gzip_path(path):
-                # filename="" and mtime=0 keep the temp name and the clock out of the gzip
-                # header: the same state always gives the same bytes.
-                with gzip.GzipFile(
-                    filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0
-                ) as gz:
-                    yield gz  # type: ignore[misc]
-            else:
-                yield raw
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
+    with atomic_open(path, buffering=_WRITE_BUFFER) as raw:
+        if is_gzip_path(path):
+            # filename="" and mtime=0 keep the temp name and the clock out of the gzip header:
+            # the same state always gives the same bytes.
+            with gzip.GzipFile(
+                filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0
+            ) as gz:
+                yield gz  # type: ignore[misc]
+        else:
+            yield raw

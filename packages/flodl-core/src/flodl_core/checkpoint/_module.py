@@ -34,7 +34,7 @@ def check_module_and_path(fn: str, module: object, path: object) -> None:
 def module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
     """``(state_dict key, tensor)`` for every tensor in ``module.state_dict()``.
 
-    Parameters come first, then buffers (the file order of the Rust original), each group in
+    Parameters come first, then buffers (the file order of floDl (Rust)), each group in
     module order. The names are the ``state_dict()`` keys, so tied weights appear under every
     name they have and non-persistent buffers are left out, exactly as ``state_dict()`` does.
     """

@@ -55,7 +55,7 @@ class ModelSnapshot(Mapping[str, torch.Tensor]):
         self, path: PathLike, hash: str | None = None, metadata: Mapping[str, str] | None = None
     ) -> None:
         """Write the snapshot as a ``.fdl`` file, exactly as :func:`save_checkpoint` would have
-        written the module at capture time. ``hash`` defaults to none, as in the original."""
+        written the module at capture time. ``hash`` defaults to none, as in floDl (Rust)."""
         write_checkpoint(path, list(self._tensors.items()), hash=hash, metadata=metadata)
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ Layout (little-endian), gzip when the path ends ``.gz``::
     u32 tensor_count
     tensor_count x entry    the .fdl entry encoding; names are the indices "0", "1", ...
 
-The Rust original writes these files headerless and type-specific; a self-identifying header
+floDl (Rust) writes these files headerless and type-specific; a self-identifying header
 lets a Python loader refuse an Adam file handed to SGD with a clear error instead of misreading
 it. Tensors are restored on the CPU: ``Optimizer.load_state_dict`` moves each to its parameter's
 device itself.
@@ -54,14 +54,19 @@ def save_state_file(obj: Stateful, path: PathLike) -> None:
     """
     if not callable(getattr(obj, "state_dict", None)):
         raise ConfigError(f"save_state_file needs an object with state_dict(), got {type(obj)}")
+    write_state(path, state_kind(obj), obj.state_dict())
+
+
+def write_state(path: PathLike, kind: str, state: Any) -> None:
+    """Write ``state`` as the state of a ``kind`` object (the layout above), atomically."""
     tensors: list[torch.Tensor] = []
-    tree = flatten(obj.state_dict(), tensors)
+    tree = flatten(state, tensors)
     text = json.dumps(tree, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     blob = text.encode("utf-8")
-    kind = state_kind(obj).encode("utf-8")
+    kind_bytes = kind.encode("utf-8")
     encoded = [tensor_to_bytes(t, f"state tensor {i}") for i, t in enumerate(tensors)]
     with atomic_write(path) as f:
-        f.write(STATE_MAGIC + struct.pack("<II", STATE_VERSION, len(kind)) + kind)
+        f.write(STATE_MAGIC + struct.pack("<II", STATE_VERSION, len(kind_bytes)) + kind_bytes)
         f.write(struct.pack("<Q", len(blob)) + blob)
         f.write(struct.pack("<I", len(encoded)))
         for i, (shape, tag, data) in enumerate(encoded):

@@ -95,6 +95,11 @@ def unflatten(tree: Any, tensors: list[torch.Tensor], path: str = "state") -> An
         if not isinstance(value, list):
             raise _bad(path, "a $tuple must hold a list")
         return tuple(unflatten(v, tensors, f"{path}[{i}]") for i, v in enumerate(value))
+    return _pairs_dict(value, tensors, path)
+
+
+def _pairs_dict(value: Any, tensors: list[torch.Tensor], path: str) -> dict[Any, Any]:
+    """A ``$dict`` marker's ``[key, value]`` pairs back as a dict (keys need not be strings)."""
     if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
         raise _bad(path, "a $dict must hold [key, value] pairs")
     out = {}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from .._checks import check_int
 from .._device import DeviceLike, resolve_device
 from .._errors import ConfigError, DataError
 from ._batch import Batch, name_index
@@ -85,14 +86,10 @@ class DataLoader:
         streaming: bool = False,
         vram_max_usage: float = 0.90,
     ) -> None:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
-            raise ConfigError(f"batch_size must be an int > 0, got {batch_size!r}")
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
-        if prefetch is not None and (
-            not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0
-        ):
-            raise ConfigError(f"prefetch must be an int >= 0 (or None for auto), got {prefetch!r}")
+        batch_size = check_int(batch_size, "batch_size", gt=0)
+        seed = check_int(seed, "seed", ge=0)
+        if prefetch is not None:
+            prefetch = check_int(prefetch, "prefetch", ge=0, note="or None for auto")
         if not isinstance(vram_max_usage, (int, float)) or not 0 < vram_max_usage <= 1:
             raise ConfigError(f"vram_max_usage must be in (0, 1], got {vram_max_usage!r}")
         if isinstance(names, str):
@@ -272,9 +269,7 @@ class DataLoader:
 
     def set_prefetch_depth(self, depth: int) -> None:
         """Fix the streaming depth (``0``: load in the consumer); ``auto_resize()`` undoes it."""
-        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
-            raise ConfigError(f"prefetch depth must be an int >= 0, got {depth!r}")
-        self._prefetch = depth
+        self._prefetch = check_int(depth, "prefetch depth", ge=0)
 
     def auto_resize(self) -> int:
         """Size the streaming depth from free memory again at each epoch; returns the depth now."""
@@ -303,9 +298,8 @@ class DataLoader:
         :func:`weighted_shards`) give each rank its own range.
         """
         n = self.num_samples
-        for name, v in (("start", start), ("stop", stop)):
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise ConfigError(f"shard {name} must be an int, got {v!r}")
+        start = check_int(start, "shard start")
+        stop = check_int(stop, "shard stop")
         if not 0 <= start < stop <= n:
             raise ConfigError(
                 f"shard range {start}..{stop} is not within 0..{n}; "

@@ -1,6 +1,6 @@
 """How much memory a loader may use on its target device.
 
-Resident rule (CUDA, as in the original): the whole dataset goes resident iff
+Resident rule (CUDA, as in floDl (Rust)): the whole dataset goes resident iff
 ``bytes < vram_max_usage * total - used``. On the host the dataset must fit in half of the
 available RAM (the rest is the training process's own); where that cannot be read it is assumed
 to fit. Streaming prefetch depth on CUDA is the number of batches that fit in the same budget once
@@ -53,7 +53,7 @@ def resident_fits(nbytes: int, device: torch.device, vram_max_usage: float) -> b
     """Whether a dataset of ``nbytes`` may be kept whole on ``device``."""
     if device.type == "cuda":
         info = cuda_memory(device)
-        if info is None:  # a failed probe streams, as the original does
+        if info is None:  # a failed probe streams, as floDl (Rust) does
             return False
         free, total = info
         return nbytes < vram_max_usage * total - (total - free)

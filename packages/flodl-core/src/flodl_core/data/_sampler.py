@@ -15,13 +15,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from .._checks import check_finite, check_int
 from .._errors import ConfigError
 
 
 def _check_int(name: str, value: object, low: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
+    return check_int(value, name, ge=low)
 
 
 def epoch_permutation(n: int, seed: int, epoch: int, shuffle: bool = True) -> Tensor:
@@ -61,8 +60,7 @@ def weighted_shards(n: int, weights: Sequence[float]) -> list[range]:
     if not weights:
         raise ConfigError("weighted_shards needs at least one weight")
     for i, w in enumerate(weights):
-        if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
-            raise ConfigError(f"weight {i} is {w!r}; expected a finite number >= 0")
+        check_finite(w, f"weight {i}", ge=0, where="weighted_shards")
     total = float(sum(weights))
     if total <= 0:
         raise ConfigError(f"weights {list(weights)} sum to 0; at least one must be positive")

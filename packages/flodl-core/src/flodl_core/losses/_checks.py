@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from .._errors import ConfigError, ShapeError
+from .._checks import check_finite
+from .._errors import ConfigError, ShapeError, format_choices
 
 REDUCTIONS = ("mean", "sum", "none")
 
 
 def check_reduction(loss: str, reduction: str, allowed: tuple[str, ...] = REDUCTIONS) -> None:
     if reduction not in allowed:
-        raise ConfigError(
-            f"{loss}: reduction={reduction!r}; expected one of {', '.join(map(repr, allowed))}"
-        )
+        choices = format_choices(map(repr, allowed), sort=False)
+        raise ConfigError(f"{loss}: reduction={reduction!r}; expected one of {choices}")
 
 
 def same_shape(loss: str, a: torch.Tensor, b: torch.Tensor, a_name: str, b_name: str) -> None:
@@ -39,13 +37,11 @@ def exact_rank(loss: str, t: torch.Tensor, name: str, rank: int, layout: str) ->
 
 
 def positive(loss: str, name: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{loss}: {name} must be a finite number > 0, got {value!r}")
+    check_finite(value, name, gt=0, where=loss)
 
 
 def non_negative(loss: str, name: str, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{loss}: {name} must be a finite number >= 0, got {value!r}")
+    check_finite(value, name, ge=0, where=loss)
 
 
 def class_target(loss: str, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

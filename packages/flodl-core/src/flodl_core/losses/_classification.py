@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch.nn import functional as F
 
+from .._checks import check_finite
 from .._errors import ConfigError, ShapeError
 from ._checks import check_reduction, class_target, min_rank, same_shape
 
@@ -31,7 +30,7 @@ def cross_entropy_loss(
 
     ``input: (N, C)`` or ``(N, C, *d)``. ``target`` is either class indices ``(N, *d)`` of any
     integer dtype (``ignore_index`` entries skipped) or class probabilities of ``input``'s
-    shape (float). ``weight: (C,)`` rescales classes. The original accepted 2-D input only and
+    shape (float). ``weight: (C,)`` rescales classes. floDl (Rust) accepted 2-D input only and
     had no label smoothing; both are extensions here.
     """
     check_reduction("cross_entropy_loss", reduction)
@@ -118,7 +117,7 @@ def kl_div_loss(
     """``KL(target ‖ input)`` with ``input`` given as log-probabilities.
 
     Default ``"batchmean"`` (sum / batch size) is the mathematically correct KL divergence and
-    the original's behaviour; torch's own default ``"mean"`` divides by every element instead
+    floDl (Rust)'s behaviour; torch's own default ``"mean"`` divides by every element instead
     (and warns). ``log_target=True`` takes ``target`` as log-probabilities too.
     """
     check_reduction("kl_div_loss", reduction, ("batchmean", "mean", "sum", "none"))
@@ -147,8 +146,7 @@ def focal_loss(
     ``gamma = 0`` and ``alpha = None`` reduce to cross-entropy.
     """
     check_reduction("focal_loss", reduction)
-    if not (math.isfinite(gamma) and gamma >= 0):
-        raise ConfigError(f"focal_loss: gamma must be a finite number >= 0, got {gamma!r}")
+    check_finite(gamma, "gamma", ge=0, where="focal_loss")
     if isinstance(alpha, (int, float)) and not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"focal_loss: alpha must be in [0, 1], got {alpha!r}")
     if target.is_floating_point():

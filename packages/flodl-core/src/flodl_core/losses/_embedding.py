@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch.nn import functional as F
 
+from .._checks import check_finite
 from .._errors import ConfigError, ShapeError
 from ._checks import check_reduction, non_negative, same_shape
 
@@ -51,8 +50,7 @@ def cosine_embedding_loss(
     ``x1, x2: (N, D)``, ``target: (N,)`` of ±1; ``margin`` in [−1, 1].
     """
     check_reduction("cosine_embedding_loss", reduction)
-    if not (math.isfinite(margin) and -1.0 <= margin <= 1.0):
-        raise ConfigError(f"cosine_embedding_loss: margin must be in [-1, 1], got {margin!r}")
+    check_finite(margin, "margin", ge=-1.0, le=1.0, where="cosine_embedding_loss")
     _embeddings("cosine_embedding_loss", x1, "x1")
     same_shape("cosine_embedding_loss", x1, x2, "x1", "x2")
     if target.shape != x1.shape[:-1]:

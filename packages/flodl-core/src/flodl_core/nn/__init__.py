@@ -4,8 +4,8 @@ Where torch has a module, the name here *is* torch's class (``flodl_core.Linear 
 torch.nn.Linear``): nothing is wrapped, so state dicts, hooks, ``torch.compile`` and every
 tutorial written for torch apply unchanged. What torch lacks is added: ``GELU.tanh()`` /
 ``GeluApprox``, ``Reshape``, ``StateAdd`` (a graph accumulator), ``GaussianBlur`` /
-``gaussian_blur_2d``, a rank-agnostic ``InstanceNorm``, the ``BatchNorm`` alias (1-D, the
-original's name) and :mod:`flodl_core.nn.init`.
+``gaussian_blur_2d``, a rank-agnostic ``InstanceNorm``, the ``BatchNorm`` alias (1-D, floDl
+(Rust)'s name) and :mod:`flodl_core.nn.init`.
 """
 
 from torch.nn import (
@@ -146,7 +146,7 @@ from ._instance_norm import InstanceNorm as InstanceNorm
 from ._reshape import Reshape as Reshape
 from ._state_add import StateAdd as StateAdd
 
-#: The original's name for 1-D batch norm over ``(B, C)`` or ``(B, C, L)``.
+#: floDl (Rust)'s name for 1-D batch norm over ``(B, C)`` or ``(B, C, L)``.
 BatchNorm = BatchNorm1d
 
 __all__ = [

@@ -30,7 +30,7 @@ class GELU(nn.GELU):
 
 
 class GeluApprox(GELU):
-    """``GELU(approximate="tanh")`` as its own class, the name the Rust original uses."""
+    """``GELU(approximate="tanh")`` as its own class, the name floDl (Rust) uses."""
 
     def __init__(self) -> None:
         super().__init__(approximate="tanh")

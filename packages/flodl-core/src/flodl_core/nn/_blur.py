@@ -8,22 +8,22 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .._errors import ConfigError, ShapeError
+from .._checks import check_finite
+from .._errors import ConfigError, ShapeError, format_choices
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _check(sigma: float, kernel_size: int | None, padding_mode: str) -> int:
     """Validate the arguments; returns the kernel radius."""
-    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
-        raise ConfigError(f"gaussian blur: sigma must be a finite number > 0, got {sigma!r}")
+    check_finite(sigma, "sigma", gt=0, where="gaussian blur")
     if padding_mode not in _PADDING_MODES:
         raise ConfigError(
             f"gaussian blur: padding_mode={padding_mode!r}; "
-            f"expected one of {', '.join(_PADDING_MODES)}"
+            f"expected one of {format_choices(_PADDING_MODES, sort=False)}"
         )
     if kernel_size is None:
-        # 2·⌈3σ⌉ + 1 covers ±3σ (99.7 % of the mass), OpenCV's and the original's default.
+        # 2·⌈3σ⌉ + 1 covers ±3σ (99.7 % of the mass), OpenCV's and floDl (Rust)'s default.
         return math.ceil(3.0 * sigma)
     if not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
         raise ConfigError(
@@ -80,8 +80,8 @@ def gaussian_blur_2d(
     """Blur every channel of ``x: (B, C, H, W)`` or ``(C, H, W)`` with a Gaussian of std ``sigma``.
 
     Two 1-D depthwise convolutions (horizontal then vertical), differentiable with respect to
-    ``x``. ``kernel_size`` defaults to ``2·⌈3σ⌉ + 1``; ``padding_mode`` is ``"zeros"`` (the
-    original's border) or ``"reflect"`` / ``"replicate"`` / ``"circular"``. Output shape = input
+    ``x``. ``kernel_size`` defaults to ``2·⌈3σ⌉ + 1``; ``padding_mode`` is ``"zeros"`` (floDl
+    (Rust)'s border) or ``"reflect"`` / ``"replicate"`` / ``"circular"``. Output shape = input
     shape.
     """
     radius = _check(sigma, kernel_size, padding_mode)

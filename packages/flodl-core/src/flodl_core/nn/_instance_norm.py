@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .._checks import check_int
 from .._errors import ConfigError, ShapeError
 
 
@@ -33,10 +34,7 @@ class InstanceNorm(nn.Module):
         track_running_stats: bool = False,
     ) -> None:
         super().__init__()
-        if not isinstance(num_features, int) or num_features < 1:
-            raise ConfigError(
-                f"InstanceNorm: num_features must be an int >= 1, got {num_features!r}"
-            )
+        num_features = check_int(num_features, "num_features", ge=1, where="InstanceNorm")
         if not eps > 0:
             raise ConfigError(f"InstanceNorm: eps must be > 0, got {eps!r}")
         self.num_features = num_features

@@ -31,7 +31,7 @@ from ._scheduler import MinOf as MinOf
 from ._scheduler import Scheduler as Scheduler
 from ._warmup import Warmup as Warmup
 
-#: The original's names for the three schedulers whose names changed.
+#: floDl (Rust)'s names for the three schedulers whose names changed.
 CosineScheduler = Cosine
 WarmupScheduler = Warmup
 PlateauScheduler = Plateau

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from .._checks import check_finite
 from .._errors import ConfigError
 from ._params import ParamsLike, tensors
 
@@ -26,9 +27,7 @@ def clip_grad_norm(
     ``torch.nn.utils.clip_grad_norm_`` (which this calls: foreach kernels where the device has
     them, so a few kernels for the whole model instead of two per parameter).
     """
-    max_norm = float(max_norm)
-    if not (math.isfinite(max_norm) and max_norm >= 0):
-        raise ConfigError(f"clip_grad_norm: max_norm must be a finite number >= 0, got {max_norm}")
+    max_norm = check_finite(max_norm, "max_norm", ge=0, where="clip_grad_norm")
     norm_type = float(norm_type)
     if not norm_type > 0:
         raise ConfigError(f"clip_grad_norm: norm_type must be > 0 or inf, got {norm_type}")
@@ -47,14 +46,10 @@ def clip_grad_value(
     """Clamp every gradient element into ``[−clip_value, clip_value]``.
 
     Returns the largest absolute gradient element *before* clipping (a 0-dim tensor; 0 when
-    no parameter has a gradient), as the original did; torch's ``clip_grad_value_`` returns
+    no parameter has a gradient), as floDl (Rust) did; torch's ``clip_grad_value_`` returns
     nothing. Parameters without a gradient are skipped.
     """
-    clip_value = float(clip_value)
-    if not (math.isfinite(clip_value) and clip_value >= 0):
-        raise ConfigError(
-            f"clip_grad_value: clip_value must be a finite number >= 0, got {clip_value}"
-        )
+    clip_value = check_finite(clip_value, "clip_value", ge=0, where="clip_grad_value")
     ps = tensors(params, "clip_grad_value")
     grads = [p.grad for p in ps if p.grad is not None]
     if not grads:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._errors import ConfigError
+from .._errors import ConfigError, format_choices
 from ._scheduler import Scheduler, check_count, check_positive, check_step
 
 _SHAPES = ("linear", "cos")
@@ -25,7 +25,7 @@ class OneCycle(Scheduler):
 
     The rise spans the first ``warmup_frac·total`` steps and peaks at step
     ``warmup_frac·total − 1``; the fall ends at step ``total − 1`` and holds after. Defaults
-    follow the original (linear rise, cosine fall, final lr = max_lr/25). With
+    follow floDl (Rust) (linear rise, cosine fall, final lr = max_lr/25). With
     ``warmup="cos", final_div_factor=1e4`` this is exactly torch's ``OneCycleLR`` (lr part).
     """
 
@@ -94,9 +94,8 @@ class Cyclic(Scheduler):
         if self.step_size_down is not None:
             check_count("Cyclic", "step_size_down", self.step_size_down)
         if self.mode not in _CYCLIC_MODES:
-            raise ConfigError(
-                f"Cyclic: mode={self.mode!r}; expected one of {', '.join(_CYCLIC_MODES)}"
-            )
+            choices = format_choices(_CYCLIC_MODES, sort=False)
+            raise ConfigError(f"Cyclic: mode={self.mode!r}; expected one of {choices}")
         check_positive("Cyclic", "gamma", self.gamma)
 
     @classmethod

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Any
 
 import torch
 
+from .._checks import check_finite
 from .._errors import ConfigError
 
 
@@ -17,13 +17,7 @@ class GroupIndexError(ConfigError, IndexError):
 
 def check_lr(lr: float, where: str) -> float:
     """``lr`` as a float, or a ConfigError if it is not a finite number >= 0."""
-    try:
-        value = float(lr)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: lr must be a number, got {lr!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise ConfigError(f"{where}: lr must be a finite number >= 0, got {lr!r}")
-    return value
+    return check_finite(lr, "lr", ge=0, where=where)
 
 
 def write_group_lr(group: dict[str, Any], lr: float) -> None:
@@ -43,7 +37,7 @@ def read_group_lr(group: dict[str, Any]) -> float:
 class LrControl:
     """Mixin for ``torch.optim.Optimizer`` subclasses: per-group lr helpers.
 
-    ``set_lr`` overwrites every group (as in the original); to keep per-group ratios while
+    ``set_lr`` overwrites every group (as in floDl (Rust)); to keep per-group ratios while
     following a schedule, use ``scale_lr`` or a scheduler's ``apply(optimizer, step)``.
     """
 

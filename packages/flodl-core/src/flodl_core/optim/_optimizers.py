@@ -12,7 +12,7 @@ class directly:
 - ``Cls.with_groups(**defaults).group(params, lr=..., **overrides).build()`` builds groups.
 - ``set_lr``, ``set_group_lr``, ``scale_lr``, ``lr``, ``group_lr``, ``group_lrs``.
 
-Where the original differs: its SGD had no nesterov/dampening, and its NAdam was a simplified
+Where floDl (Rust) differs: its SGD had no nesterov/dampening, and its NAdam was a simplified
 variant without ``momentum_decay``; these classes use torch's full update rules.
 """
 

@@ -2,49 +2,30 @@
 
 from __future__ import annotations
 
-import math
-import operator
 from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
 
+from .._checks import check_finite, check_int
 from .._errors import ConfigError
 from ._lr_control import read_group_lr, write_group_lr
 
 
 def check_step(step: int, where: str) -> int:
-    try:
-        s = operator.index(step)
-    except TypeError:
-        raise ConfigError(f"{where}: step must be an int, got {step!r}") from None
-    if s < 0:
-        raise ConfigError(f"{where}: step must be >= 0, got {s}")
-    return s
+    return check_int(step, "step", ge=0, where=where)
 
 
 def check_positive(where: str, name: str, value: float) -> float:
-    v = float(value)
-    if not (math.isfinite(v) and v > 0):
-        raise ConfigError(f"{where}: {name} must be a finite number > 0, got {value!r}")
-    return v
+    return check_finite(value, name, gt=0, where=where)
 
 
 def check_non_negative(where: str, name: str, value: float) -> float:
-    v = float(value)
-    if not (math.isfinite(v) and v >= 0):
-        raise ConfigError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
-    return v
+    return check_finite(value, name, ge=0, where=where)
 
 
 def check_count(where: str, name: str, value: int, minimum: int = 1) -> int:
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise ConfigError(f"{where}: {name} must be an int, got {value!r}") from None
-    if n < minimum:
-        raise ConfigError(f"{where}: {name} must be >= {minimum}, got {n}")
-    return n
+    return check_int(value, name, ge=minimum, where=where)
 
 
 class Scheduler(ABC):
@@ -53,7 +34,7 @@ class Scheduler(ABC):
     Schedules hold no optimizer, so they compose (``Warmup(Cosine(...))``, ``MinOf(a, b)``) and
     are driven in one of three ways:
 
-    - ``opt.set_lr(sched.lr(step))`` - every group gets the schedule's lr (the original's idiom);
+    - ``opt.set_lr(sched.lr(step))`` - every group gets the schedule's lr (floDl (Rust)'s idiom);
     - ``sched.apply(opt, step)`` - every group follows the schedule *relative to its own initial
       lr*: group lr = ``initial_lr · lr(step) / peak_lr``, so a two-group optimizer with lrs
       1e-4 and 1e-3 keeps its 1:10 ratio through warmup and decay;
@@ -91,7 +72,7 @@ class Scheduler(ABC):
 class MinOf(Scheduler):
     """The lowest of several schedules at each step: ``min(s.lr(step) for s in schedules)``.
 
-    The original's composition idiom ``min(warmup_cosine.lr(step), plateau.lr())`` as an
+    floDl (Rust)'s composition idiom ``min(warmup_cosine.lr(step), plateau.lr())`` as an
     object; any member may be a :class:`Plateau`, whose lr only moves when it observes.
     """
 

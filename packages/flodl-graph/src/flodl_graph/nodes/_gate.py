@@ -2,29 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-import torch
-from torch import Tensor, nn
+from torch import nn
 
-from ._runtime import call_refs, gate_combine
+from .._spec import NodeKind
+from ._protocol import CompositeNode, EmitContext
 
 
-class Gate(nn.Module):
+class Gate(CompositeNode):
     """``sum_n router(x)[..., n] * experts[n](x)``: every expert runs on the input.
 
     x: (B, D_in) -> experts (B, D) each, stacked (B, D, N); router (B, N) -> out (B, D).
     The router's weights are used as given (no renormalisation). Refs reach the router.
     """
 
-    def __init__(self, router: nn.Module, experts: Sequence[nn.Module]) -> None:
+    kind = NodeKind.GATE
+    refs_role = "router"
+
+    def __init__(self, router: nn.Module, experts: Sequence[nn.Module], node: str = "gate") -> None:
         super().__init__()
         self.router = router
         self.experts = nn.ModuleList(experts)
+        self.node = node
 
-    def forward(self, x: Tensor, refs: Mapping[str, Tensor] | None = None) -> Tensor:
-        weights = call_refs(self.router, x, refs)
-        return gate_combine(torch.stack([e(x) for e in self.experts], -1), weights)
+    def refs_target(self) -> nn.Module:
+        return self.router
 
-    def forward_named(self, x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
-        return self.forward(x, refs)
+    def emit(self, ctx: EmitContext, out: str, args: Sequence[str]) -> list[str]:
+        x, g = args[0], ctx.tmp("g")
+        experts = ", ".join(f"{g}e[{str(i)!r}]({x})" for i in range(len(self.experts)))
+        if len(self.experts) == 1:
+            experts += ","  # a one-element tuple
+        router = f"{g}[{'router'!r}]"
+        return [
+            f"{g} = {ctx.module}._modules",
+            f"{g}e = {g}[{'experts'!r}]._modules",
+            f"{g}w = {ctx.call(router, x)}",
+            # experts (..., D, N) * weights (..., 1, N), summed over N: no renormalisation.
+            f"{out} = (torch.stack(({experts}), -1) * {g}w.unsqueeze(-2)).sum(-1)",
+            f"del {g}w",
+        ]

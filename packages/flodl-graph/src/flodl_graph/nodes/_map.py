@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
-from torch import Tensor, nn
+from torch import nn
 
-from ._runtime import map_each, map_slices
+from .._spec import NodeKind
+from ._protocol import CompositeNode, EmitContext
 
 MapMode = Literal["each", "over", "slices"]
 
 
-class Map(nn.Module):
+class Map(CompositeNode):
     """Applies ``body`` element-wise along dim 0, or over ``n`` slices of the last dim.
 
     - ``each`` / ``over``: x (N, ...) -> cat([body(x[i:i+1]) for i]) (empty input passes
       through); ``over`` reads a tagged tensor instead of the stream.
     - ``slices``: x (B, D) -> rows (B·n, D/n) -> body -> (B, out·n).
     - ``batched``: the body is called once on all rows instead of once per row.
+
+    Takes no refs.
     """
+
+    kind = NodeKind.MAP
 
     def __init__(
         self,
@@ -35,12 +41,13 @@ class Map(nn.Module):
         self.n = n
         self.node = node
 
-    def forward(self, x: Tensor) -> Tensor:
+    def emit(self, ctx: EmitContext, out: str, args: Sequence[str]) -> list[str]:
+        x, body = args[0], ctx.sub("body")
         if self.mode == "slices":
-            return map_slices(self.body, x, self.n, self.batched, self.node)
+            return [f"{out} = _map_slices({body}, {x}, {self.n}, {self.batched}, {ctx.node!r})"]
         if self.batched:
-            return self.body(x)
-        return map_each(self.body, x)
+            return [f"{out} = {body}({x})"]
+        return [f"{out} = _map_each({body}, {x})"]
 
     def extra_repr(self) -> str:
         extra = f"({self.n})" if self.mode == "slices" else "()"

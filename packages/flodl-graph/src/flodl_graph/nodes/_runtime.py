@@ -1,12 +1,10 @@
 """Small run-time functions shared by the composite nodes and the generated forward.
 
 They hold the checks that need the data (halting decisions, switch indices, map shapes), so the
-generated code stays straight-line and the composite modules' own ``forward`` agree with it.
+generated code stays straight-line.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import torch
 from torch import Tensor, nn
@@ -99,18 +97,3 @@ def map_slices(body: nn.Module, x: Tensor, n: int, batched: bool, node: str) -> 
     rows = x.reshape(-1, d // n)
     out = body(rows) if batched else map_each(body, rows)
     return out.reshape(*x.shape[:-1], -1)
-
-
-def gate_combine(experts: Tensor, weights: Tensor) -> Tensor:
-    """Weighted sum of stacked expert outputs: experts (..., D, N), weights (..., N) -> (..., D).
-
-    No normalisation: the router decides (softmax, sigmoid ...).
-    """
-    return (experts * weights.unsqueeze(-2)).sum(-1)
-
-
-def call_refs(module: nn.Module, x: Tensor, refs: Mapping[str, Tensor] | None) -> Tensor:
-    """``module.forward_named(x, refs)`` when there are refs, else ``module(x)``."""
-    if refs:
-        return module.forward_named(x, dict(refs))
-    return module(x)

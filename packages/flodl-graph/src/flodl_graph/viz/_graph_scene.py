@@ -3,8 +3,9 @@
 Node style follows the node's role: graph inputs and the output are house shapes, joins
 (``add``/``merge``) circles, loops 3-D boxes, routers (``gate``/``switch``) diamonds, ``map``
 a parallelogram, nested graphs a tab; plain modules are ellipses for activations, green boxes
-for normalizations and grey boxes otherwise. ``using`` edges are dashed blue and labeled with
-the ref; forward-reference state edges (value carried from the previous call) dotted orange.
+for normalizations and grey boxes otherwise; a merge is labeled with its operation. ``using``
+edges are dashed blue and labeled with the ref; forward-reference state edges (value carried
+from the previous call) dotted orange.
 """
 
 from __future__ import annotations
@@ -81,8 +82,16 @@ def param_count_label(n: int) -> str:
     return f"{n / 1e6:.1f}M params"
 
 
+def _merge_op(g: Graph, node: NodeInfo) -> str:
+    """The operation a ``merge`` node joins its streams with (``"add"``, ``"mean"``)."""
+    op = g._plan.options[node.id]["op"]
+    return str(getattr(op, "value", op))
+
+
 def _label(g: Graph, node: NodeInfo, profile: Profile | None) -> str:
     lines = [_DIGITS.sub("", node.id) or node.id]
+    if node.kind == "merge":
+        lines.append(_merge_op(g, node))  # a sum and a mean look alike otherwise
     if node.kind == "graph" and node.module is not None:
         sub = node.module
         title = getattr(sub, "label", None)
@@ -110,7 +119,8 @@ def graph_scene(g: Graph, profile: Profile | None = None) -> Scene:
         shape, fill = node_style(n, n.id == output)
         if profile is not None and hottest > 0 and n.id in profile.node_ns:
             fill = heat_color(profile.node_ns[n.id] / hottest)
-        tooltip = f"{n.id} ({n.kind})" + (f": {type(n.module).__name__}" if n.module else "")
+        kind = f"merge: {_merge_op(g, n)}" if n.kind == "merge" else n.kind
+        tooltip = f"{n.id} ({kind})" + (f": {type(n.module).__name__}" if n.module else "")
         scene.nodes.append(SceneNode(n.id, _label(g, n, profile), n.level, shape, fill, tooltip))
     for n in nodes:
         for src in n.inputs:

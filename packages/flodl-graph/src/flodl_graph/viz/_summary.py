@@ -54,7 +54,7 @@ def render_param_summary(g: Graph) -> str:
     """A table of total / trainable / frozen parameter elements for the root and each subgraph."""
     total, frozen = _counts(g)
     rows: list[tuple[str, int, int]] = [(g.label or "(root)", total, frozen)]
-    rows += [(path, *_counts(sub)) for path, sub in g._walk_tree() if path]
+    rows += [(path, *_counts(sub)) for path, sub in g.tree.walk() if path]
     width = max(len("path"), *(len(r[0]) for r in rows))
     head = f"{'path':<{width}}  {'params':>12}  {'share':>6}  {'trainable':>12}  {'frozen':>12}"
     lines = [

@@ -71,15 +71,17 @@ def _order_layers(layers: dict[int, list[str]], edges: list[SceneEdge]) -> None:
     for sweep in range(_SWEEPS):
         pos = {nid: i for lvl in keys for i, nid in enumerate(layers[lvl])}
         for lvl in keys if sweep % 2 == 0 else reversed(keys):
-            layer = layers[lvl]
+            # The key reads a snapshot: list.sort empties the list it sorts while it runs, so a
+            # key that looked at ``layers[lvl]`` would see no nodes in it.
+            here = {nid: i for i, nid in enumerate(layers[lvl])}
 
-            def bary(nid: str, layer: list[str] = layer, pos: dict[str, int] = pos) -> float:
-                others = [pos[n] for n in nbrs[nid] if n in pos and n not in layer]
-                return sum(others) / len(others) if others else float(layer.index(nid))
+            def bary(nid: str, here: dict[str, int] = here, pos: dict[str, int] = pos) -> float:
+                others = [pos[n] for n in nbrs[nid] if n in pos and n not in here]
+                return sum(others) / len(others) if others else float(here[nid])
 
             # sorted() is stable, so ties keep the build order (deterministic output).
-            layer.sort(key=bary)
-            pos.update({nid: i for i, nid in enumerate(layer)})
+            layers[lvl] = sorted(here, key=bary)
+            pos.update({nid: i for i, nid in enumerate(layers[lvl])})
 
 
 def _shape_svg(b: _Box) -> str:
@@ -149,17 +151,30 @@ def _curve(x0: float, y0: float, x1: float, y1: float) -> str:
     return f" C{x0:.1f},{y0 + dy:.1f} {x1:.1f},{y1 - dy:.1f} {x1:.1f},{y1:.1f}"
 
 
-def render_svg(scene: Scene) -> str:
-    """Lay out ``scene`` and return a standalone SVG document (UTF-8 text)."""
-    boxes = {n.id: _Box(n, *_measure(n)) for n in scene.nodes}
-    layers: dict[int, list[str]] = defaultdict(list)
-    for n in scene.nodes:
-        layers[n.level].append(n.id)
-    edges = [e for e in scene.edges if e.src in boxes and e.dst in boxes]
+@dataclass
+class _Layout:
+    """Where everything goes: boxes placed, long edges routed through per-level waypoints."""
 
-    # A forward edge that spans several levels gets a waypoint on each level it crosses
-    # (Sugiyama's dummy nodes): ordered like nodes, they make it pass beside the nodes of those
-    # levels rather than through them.
+    boxes: dict[str, _Box]
+    layers: dict[int, list[str]]  # level -> ordered node ids and waypoint ids
+    edges: list[SceneEdge]  # the edges between drawn nodes
+    routes: dict[int, list[str]]  # edge index -> its waypoint ids, top to bottom
+    waypoint: dict[str, tuple[float, float, float]]  # waypoint -> (x, band top, band bottom)
+    band: dict[int, tuple[float, float]]  # level -> (top, bottom)
+    right: float  # x past the widest level: back edges loop beyond it
+    width: float
+    height: float
+
+
+def _route_long_edges(
+    edges: list[SceneEdge], boxes: dict[str, _Box], layers: dict[int, list[str]]
+) -> tuple[dict[int, list[str]], dict[str, float], list[SceneEdge]]:
+    """Give each forward edge spanning several levels a waypoint on each level it crosses.
+
+    Sugiyama's dummy nodes: ordered like nodes, they make the edge pass beside the nodes of those
+    levels rather than through them. Adds the waypoints to ``layers``; returns the routes (edge
+    index -> waypoints), the width of waypoints that carry a label, and the edges to order by.
+    """
     routes: dict[int, list[str]] = {}
     slot_w: dict[str, float] = {}
     order_edges: list[SceneEdge] = []
@@ -176,6 +191,17 @@ def render_svg(scene: Scene) -> str:
             order_edges += [SceneEdge(a, b) for a, b in pairwise(pts)]
         else:
             order_edges.append(e)
+    return routes, slot_w, order_edges
+
+
+def _layout(scene: Scene) -> _Layout:
+    """Order each level, centre it, and stack the levels top to bottom."""
+    boxes = {n.id: _Box(n, *_measure(n)) for n in scene.nodes}
+    layers: dict[int, list[str]] = defaultdict(list)
+    for n in scene.nodes:
+        layers[n.level].append(n.id)
+    edges = [e for e in scene.edges if e.src in boxes and e.dst in boxes]
+    routes, slot_w, order_edges = _route_long_edges(edges, boxes, layers)
     _order_layers(layers, order_edges)
 
     def w_of(i: str) -> float:
@@ -186,7 +212,7 @@ def render_svg(scene: Scene) -> str:
     }
     inner_w = max(widths.values(), default=0.0)
     left = _MARGIN + _LEVEL_LABEL_W
-    waypoint: dict[str, tuple[float, float, float]] = {}  # dummy -> (x, band top, band bottom)
+    waypoint: dict[str, tuple[float, float, float]] = {}
     band: dict[int, tuple[float, float]] = {}
     y = _MARGIN
     for lvl in sorted(layers):
@@ -204,9 +230,21 @@ def render_svg(scene: Scene) -> str:
         y += h + _GAP_Y
     n_back = sum(1 for e in edges if boxes[e.dst].node.level <= boxes[e.src].node.level)
     right = left + inner_w + 16.0
-    width = right + 18.0 * n_back + _MARGIN + 40.0
-    height = max(y - _GAP_Y + _MARGIN, 2 * _MARGIN)
+    return _Layout(
+        boxes,
+        layers,
+        edges,
+        routes,
+        waypoint,
+        band,
+        right,
+        width=right + 18.0 * n_back + _MARGIN + 40.0,
+        height=max(y - _GAP_Y + _MARGIN, 2 * _MARGIN),
+    )
 
+
+def _markers(edges: list[SceneEdge]) -> tuple[str, dict[str, str]]:
+    """One arrow-head marker per edge colour: the ``<defs>`` body and colour -> marker id."""
     colors = sorted({e.color for e in edges})
     marker_id = {c: f"arrow{k}" for k, c in enumerate(colors)}
     defs = "".join(
@@ -215,55 +253,68 @@ def render_svg(scene: Scene) -> str:
         f"fill={quoteattr(c)}/></marker>"
         for c in colors
     )
-    out = [
-        '<?xml version="1.0" encoding="UTF-8"?>\n',
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.1f} {height:.1f}" font-family="Helvetica, Arial, sans-serif" '
-        f'font-size="{_FONT}">',
-        f"<title>{escape(scene.title)}</title><defs>{defs}</defs>",
-        '<rect width="100%" height="100%" fill="#ffffff"/>',
-    ]
-    for lvl in sorted(layers):
-        top, bot = band[lvl][0] - 10, band[lvl][1] + 10
+    return defs, marker_id
+
+
+def _level_frames_svg(scene: Scene, lay: _Layout) -> list[str]:
+    """A dashed frame with its caption around each level."""
+    out = []
+    for lvl in sorted(lay.layers):
+        top, bot = lay.band[lvl][0] - 10, lay.band[lvl][1] + 10
         cap = scene.level_labels.get(lvl, f"level {lvl}")
         out.append(
             f'<g class="cluster" id="level-{lvl}"><rect x="{_MARGIN:.1f}" y="{top:.1f}" '
-            f'width="{right - _MARGIN:.1f}" height="{bot - top:.1f}" fill="none" '
+            f'width="{lay.right - _MARGIN:.1f}" height="{bot - top:.1f}" fill="none" '
             f'stroke="#bbbbbb" stroke-dasharray="5,4"/>'
             f'<text x="{_MARGIN + 6:.1f}" y="{top + 14:.1f}" font-size="10" fill="#888888">'
             f"{escape(cap)}</text></g>"
         )
+    return out
+
+
+def _routed_path(s: _Box, d: _Box, route: list[str], lay: _Layout) -> tuple[str, float, float]:
+    """A long forward edge through its waypoints; its label sits by the first waypoint."""
+    px, py = s.x, s.bottom
+    path = f"M{px:.1f},{py:.1f}"
+    for wid in route:
+        wx, wtop, wbot = lay.waypoint[wid]
+        path += _curve(px, py, wx, wtop) + f" L{wx:.1f},{wbot:.1f}"
+        px, py = wx, wbot
+    path += _curve(px, py, d.x, d.top)
+    wx, wtop, wbot = lay.waypoint[route[0]]
+    return path, wx + 4, (wtop + wbot) / 2
+
+
+def _back_path(s: _Box, d: _Box, gx: float) -> tuple[str, float, float]:
+    """An edge pointing up (or within a level), looping out right through x = ``gx``."""
+    x0, y0, x1, y1 = s.x + s.w / 2, s.y, d.x + d.w / 2, d.y
+    path = (
+        f"M{x0:.1f},{y0:.1f} C{gx:.1f},{y0:.1f} {gx:.1f},{y0:.1f} "
+        f"{gx:.1f},{(y0 + y1) / 2:.1f} "
+        f"C{gx:.1f},{y1:.1f} {gx:.1f},{y1:.1f} {x1:.1f},{y1:.1f}"
+    )
+    return path, gx + 4, (y0 + y1) / 2
+
+
+def _edges_svg(lay: _Layout, marker_id: dict[str, str]) -> list[str]:
+    """Every edge as a path with an arrow head and its optional label."""
+    out = []
     back = 0
-    for k, e in enumerate(edges):
-        s, d = boxes[e.src], boxes[e.dst]
+    for k, e in enumerate(lay.edges):
+        s, d = lay.boxes[e.src], lay.boxes[e.dst]
         attrs = (
             f'fill="none" stroke={quoteattr(e.color)} stroke-width="1.3"{_dash(e.style)} '
             f'marker-end="url(#{marker_id[e.color]})"'
         )
-        if k in routes:
-            px, py = s.x, s.bottom
-            path = f"M{px:.1f},{py:.1f}"
-            for wid in routes[k]:
-                wx, wtop, wbot = waypoint[wid]
-                path += _curve(px, py, wx, wtop) + f" L{wx:.1f},{wbot:.1f}"
-                px, py = wx, wbot
-            path += _curve(px, py, d.x, d.top)
-            wx, wtop, wbot = waypoint[routes[k][0]]
-            lx, ly = wx + 4, (wtop + wbot) / 2
+        if k in lay.routes:
+            path, lx, ly = _routed_path(s, d, lay.routes[k], lay)
         elif d.node.level > s.node.level:
             x0, y0, x1, y1 = s.x, s.bottom, d.x, d.top
             path = f"M{x0:.1f},{y0:.1f}" + _curve(x0, y0, x1, y1)
             lx, ly = (x0 + x1) / 2 + 6, (y0 + y1) / 2
         else:
-            back += 1
-            gx = right + 18.0 * back
-            x0, y0, x1, y1 = s.x + s.w / 2, s.y, d.x + d.w / 2, d.y
-            path = (
-                f"M{x0:.1f},{y0:.1f} C{gx:.1f},{y0:.1f} {gx:.1f},{y0:.1f} "
-                f"{gx:.1f},{(y0 + y1) / 2:.1f} "
-                f"C{gx:.1f},{y1:.1f} {gx:.1f},{y1:.1f} {x1:.1f},{y1:.1f}"
-            )
-            lx, ly = gx + 4, (y0 + y1) / 2
+            back += 1  # each back edge gets its own lane further right
+            path, lx, ly = _back_path(s, d, lay.right + 18.0 * back)
         label = (
             f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="10" fill={quoteattr(e.color)}>'
             f"{escape(e.label)}</text>"
@@ -274,8 +325,26 @@ def render_svg(scene: Scene) -> str:
             f'<g class="edge"><title>{escape(e.src)}-&gt;{escape(e.dst)}</title>'
             f'<path d="{path}" {attrs}/>{label}</g>'
         )
+    return out
+
+
+def render_svg(scene: Scene) -> str:
+    """Lay out ``scene`` and return a standalone SVG document (UTF-8 text)."""
+    lay = _layout(scene)
+    defs, marker_id = _markers(lay.edges)
+    width, height = lay.width, lay.height
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.1f} {height:.1f}" font-family="Helvetica, Arial, sans-serif" '
+        f'font-size="{_FONT}">',
+        f"<title>{escape(scene.title)}</title><defs>{defs}</defs>",
+        '<rect width="100%" height="100%" fill="#ffffff"/>',
+    ]
+    out += _level_frames_svg(scene, lay)
+    out += _edges_svg(lay, marker_id)
     for n in scene.nodes:
-        b = boxes[n.id]
+        b = lay.boxes[n.id]
         tip = f"<title>{escape(n.tooltip or n.id)}</title>"
         out.append(
             f'<g class="node" id={quoteattr("node-" + n.id)}>{tip}{_shape_svg(b)}'

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, format_choices
 from flodl_graph import FlowBuilder, Graph
 
 from .._config import HfConfig
@@ -44,12 +44,13 @@ def build(config: HfConfig, task: str) -> Assembly:
     """The graph of ``config``'s family for ``task`` (``base``, ``seqcls``, ``tokcls``, ``qa``,
     ``mlm``). Parameters are created on the current default device (``meta`` for loading)."""
     if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+        choices = format_choices(TASKS, sort=False)
+        raise ConfigError(f"unknown task {task!r}; expected one of {choices}")
     family = family_of(config.model_type)
     if task != "base" and task not in family.heads:
         raise ConfigError(
             f"{family.arch} has no {task} head in transformers; {config.model_type} models "
-            f"support: {', '.join(family.tasks)}"
+            f"support: {format_choices(family.tasks, sort=False)}"
         )
     backbone, words = family.backbone(config, task)
     inputs = list(INPUTS)

@@ -9,9 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from flodl_core import ConfigError
-
-from .._io import format_choices
+from flodl_core import ConfigError, format_choices
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 

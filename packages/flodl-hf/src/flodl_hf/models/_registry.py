@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, format_choices
 
-from .._io import format_choices
 from ._albert import ALBERT
 from ._bert import BERT
 from ._deberta_v2 import DEBERTA_V2

@@ -13,14 +13,14 @@ import hashlib
 import http.client
 import logging
 import os
-import tempfile
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..._errors import ConfigError, FetchError
+from ..._atomic import atomic_open
+from ..._errors import ConfigError, FetchError, format_choices
 
 logger = logging.getLogger("flodl.data")
 
@@ -108,33 +108,51 @@ def _place_these(cache_dir: Path, files: Sequence[RemoteFile]) -> str:
     return f"place these files in {cache_dir}:\n" + "\n".join(lines)
 
 
+class _ChecksumMismatch(ValueError):
+    """Raised inside the atomic write so that a bad download never replaces anything."""
+
+
 def _download(f: RemoteFile, cache_dir: Path, opener: Opener, timeout: float) -> list[str]:
     """Try each URL in turn; returns the reasons of the failures (empty on success)."""
     failures: list[str] = []
     for url in f.urls:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{f.name}.", suffix=".part", dir=cache_dir)
-        tmp = Path(tmp_name)
         try:
             h = hashlib.sha256()
-            with os.fdopen(fd, "wb") as out, opener(url, timeout=timeout) as src:
+            # The file takes its final name only if the whole body arrived with the right hash.
+            with atomic_open(cache_dir / f.name) as out, opener(url, timeout=timeout) as src:
                 stream: IO[bytes] = src
                 while chunk := stream.read(_CHUNK):
                     h.update(chunk)
                     out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())  # durable before the rename makes it look complete
-            digest = h.hexdigest()
-            if digest != f.sha256:
-                failures.append(f"{url}: sha256 {digest}, expected {f.sha256}")
-                continue
-            os.replace(tmp, cache_dir / f.name)
+                digest = h.hexdigest()
+                if digest != f.sha256:
+                    raise _ChecksumMismatch(f"sha256 {digest}, expected {f.sha256}")
             logger.info("data: downloaded %s from %s", f.name, url)
             return []
         except (OSError, ValueError, http.client.HTTPException) as e:  # URLError, timeouts: OSError
             failures.append(f"{url}: {e}")
-        finally:
-            tmp.unlink(missing_ok=True)
     return failures
+
+
+def _missing(files: Sequence[RemoteFile], cache: Path, verify: bool) -> list[RemoteFile]:
+    """The files not in ``cache`` yet; with ``verify``, a cached file of wrong digest raises."""
+    missing: list[RemoteFile] = []
+    for f in files:
+        path = cache / f.name
+        if not path.is_file():
+            missing.append(f)
+            continue
+        if not verify:
+            continue
+        digest = sha256_file(path)
+        if digest != f.sha256:
+            raise FetchError(
+                f"cached file {path} has sha256 {digest}, expected {f.sha256}: it is not the "
+                f"canonical {f.name} (an interrupted copy or another file?); delete it or "
+                f"replace it with the file from {f.urls[0]}; if it is your own file on "
+                "purpose, pass verify=False to skip the checksum"
+            )
+    return missing
 
 
 def fetch(
@@ -162,29 +180,13 @@ def fetch(
     table = REGISTRY if registry is None else registry
     key = name.lower() if isinstance(name, str) else name
     if key not in table:
-        raise ConfigError(f"unknown dataset {name!r}; expected one of {', '.join(sorted(table))}")
+        raise ConfigError(f"unknown dataset {name!r}; expected one of {format_choices(table)}")
     files = tuple(table[key])
     cache = Path(cache_dir).expanduser().absolute()
     if download is None:
         download = not _offline_default()
 
-    missing: list[RemoteFile] = []
-    for f in files:
-        path = cache / f.name
-        if path.is_file():
-            if not verify:
-                continue
-            digest = sha256_file(path)
-            if digest != f.sha256:
-                raise FetchError(
-                    f"cached file {path} has sha256 {digest}, expected {f.sha256}: it is not the "
-                    f"canonical {f.name} (an interrupted copy or another file?); delete it or "
-                    f"replace it with the file from {f.urls[0]}; if it is your own file on "
-                    "purpose, pass verify=False to skip the checksum"
-                )
-        else:
-            missing.append(f)
-
+    missing = _missing(files, cache, verify)
     if missing and not download:
         raise FetchError(
             f"{key}: {len(missing)} file(s) missing and downloads are off; "

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..._checks import check_int
 from ..._errors import ConfigError, DataError, ShapeError
 from .._dataset import TensorDataSet
 from ._source import read_source
@@ -64,8 +65,7 @@ class Shakespeare(TensorDataSet):
         ``text``: the text itself (``str``), its UTF-8 bytes, or a ``pathlib.Path`` to the file
         (``.gz`` or plain). A ``str`` is always the text: wrap a file name in ``Path(...)``.
         """
-        if not isinstance(seq_len, int) or isinstance(seq_len, bool) or seq_len < 1:
-            raise ConfigError(f"seq_len must be an int >= 1, got {seq_len!r}")
+        seq_len = check_int(seq_len, "seq_len", ge=1)
         if isinstance(text, os.PathLike):
             text = read_source(text, "Shakespeare text")
             if text[:2] == b"\x1f\x8b":

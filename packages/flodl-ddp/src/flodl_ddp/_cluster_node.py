@@ -1,0 +1,189 @@
+"""The node agent ``fdl @cluster`` starts on each worker: torchrun, bound to one interface.
+
+``python -m flodl_ddp._cluster_node --name=NAME [--ifname=IF] [--host-rendezvous]
+[--join-timeout=S] TORCHRUN_OPTIONS -- COMMAND...``
+
+1. reads the run token from the first line of standard input and exports it to the ranks as
+   ``FLODL_CLUSTER_TOKEN`` (an empty line: no admission);
+2. finds the IPv4 address of ``--ifname`` (a clear error when the interface is missing) and
+   hands it to torchrun as ``--local-addr``; ``GLOO_SOCKET_IFNAME`` is set by the launcher;
+3. with ``--host-rendezvous`` (the first worker), listens for the c10d rendezvous on the
+   ``--rdzv-endpoint`` address alone (a socket bound to that address, handed to a
+   ``TCPStore``), instead of torchrun's store that listens on every interface; the per-run store
+   torchrun's first agent opens for the ranks is bound to ``--ifname``'s address the same way;
+4. runs torchrun in this process and exits with the failing rank's exit code;
+5. stops torchrun (SIGTERM: it terminates its ranks) when standard input closes, which is how
+   the launcher stops a worker, and SIGKILLs whatever is left 3 s later (a rank blocked in a
+   collective over a dead link); so a dropped ssh connection leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from typing import Any
+
+SIOCGIFADDR = 0x8915
+PYTHONS = ("python", "python3", f"python3.{sys.version_info.minor}")
+STOP_GRACE_S = 3.0  # after stdin closes: SIGTERM torchrun, then SIGKILL what is left
+_KEEP: list[Any] = []  # stores must outlive main()'s locals while torchrun runs
+
+
+def interface_address(ifname: str) -> str:
+    """The IPv4 address of interface ``ifname``; an error naming the interfaces there."""
+    names = [n for _, n in socket.if_nameindex()]
+    if ifname not in names:
+        raise SystemExit(
+            f"fdl cluster: interface {ifname!r} (socket_ifname) is not present on "
+            f"{socket.gethostname()}; interfaces here: {', '.join(names)}"
+        )
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            packed = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", ifname.encode()))
+        except OSError:
+            raise SystemExit(
+                f"fdl cluster: interface {ifname!r} has no IPv4 address on "
+                f"{socket.gethostname()}; give it one or name another socket_ifname"
+            ) from None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def bound_store(addr: str, port: int, timeout_s: float) -> Any:
+    """A ``TCPStore`` server listening on ``addr:port`` only (not on every interface)."""
+    from ._store import listen_store
+
+    try:
+        store = listen_store(addr, port, timeout_s=timeout_s, multi_tenant=True)
+    except OSError as e:
+        raise SystemExit(
+            f"fdl cluster: cannot listen on {addr}:{port} on {socket.gethostname()} "
+            f"({e.strerror}); cluster.controller.host must be an address of the first worker "
+            "and the port free"
+        ) from None
+    _KEEP.append(store)
+    return store
+
+
+def _bind_bootstrap_store(addr: str) -> None:
+    """Make the store torchrun's rank-0 agent opens for its ranks listen on ``addr`` alone."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+
+    def create(self: Any, master_addr: str, master_port: int) -> Any:
+        return bound_store(addr, int(master_port or 0), 300.0)
+
+    dr.DynamicRendezvousHandler._create_tcp_store_server = create  # type: ignore[method-assign]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc): torchrun starts its ranks in their own sessions,
+    so a signal to our process group does not reach them."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _watch_stdin() -> None:
+    with contextlib.suppress(Exception):
+        while sys.stdin.buffer.readline():
+            pass
+    # The launcher closed our stdin (or its connection dropped): stop torchrun, which stops its
+    # ranks; a rank stuck in a collective over a dead link gets SIGKILL after a grace period.
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(STOP_GRACE_S)
+    for pid in _descendants(os.getpid()):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    os._exit(128 + signal.SIGTERM)
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], list[str]]:
+    if "--" not in argv:
+        raise SystemExit("fdl cluster: usage: ... -- COMMAND (the command to run on the worker)")
+    i = argv.index("--")
+    p = argparse.ArgumentParser(prog="python -m flodl_ddp._cluster_node")
+    p.add_argument("--name", required=True)
+    p.add_argument("--ifname")
+    p.add_argument("--host-rendezvous", action="store_true")
+    p.add_argument("--join-timeout", type=float, default=300.0)
+    p.add_argument("--rdzv-endpoint", required=True)
+    known, torchrun = p.parse_known_args(argv[:i])
+    torchrun.append(f"--rdzv-endpoint={known.rdzv_endpoint}")
+    return known, torchrun, argv[i + 1 :]
+
+
+def _split_endpoint(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, torchrun, command = parse(list(sys.argv[1:] if argv is None else argv))
+    token = sys.stdin.readline().strip()
+    os.environ["FLODL_CLUSTER_TOKEN"] = token
+    if not token:
+        del os.environ["FLODL_CLUSTER_TOKEN"]
+    os.environ["FLODL_CLUSTER_HOST"] = opts.name
+    threading.Thread(target=_watch_stdin, name="fdl-cluster-stdin", daemon=True).start()
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run
+
+    host, port = _split_endpoint(opts.rdzv_endpoint)
+    local_addr = interface_address(opts.ifname) if opts.ifname else None
+    if opts.host_rendezvous:
+        bound_store(host, port, opts.join_timeout)
+    _bind_bootstrap_store(local_addr or host)
+    if command and command[0] in PYTHONS:
+        command = [sys.executable, *command[1:]]  # the interpreter that has flodl and torch
+    conf = f"is_host=false,join_timeout={opts.join_timeout:g}"
+    extra = [f"--rdzv-conf={conf}", "--no-python"]
+    if local_addr:
+        extra.append(f"--local-addr={local_addr}")
+    args = get_args_parser().parse_args([*torchrun, *extra, *command])
+    try:
+        run(args)
+    except ChildFailedError as e:
+        rank, failure = e.get_first_failure()
+        code = failure.exitcode if failure.exitcode and failure.exitcode > 0 else 1
+        print(
+            f"fdl cluster: rank {rank} on {opts.name} failed (exit code {failure.exitcode})",
+            file=sys.stderr,
+        )
+        return code
+    except SignalException as e:
+        return 128 + int(e.sigval)
+    except Exception as e:
+        print(f"fdl cluster: {opts.name}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: the stores' threads need no orderly goodbye.
+    os._exit(code)

@@ -1,0 +1,220 @@
+"""Elastic training's options, its optional dependency and its exposure rules.
+
+Elastic mode (``Trainer.builder(...).elastic(...)``) runs every rank as a torchft *replica*: a
+lighthouse in the launching process keeps the quorum of living ranks, each averaging round is a
+fault-tolerant all-reduce over a gloo group rebuilt for the current quorum, and a rank that
+(re)joins receives the current weights and optimizer state from a living peer ("heal").
+
+torchft is an optional extra (``pip install flodl-ddp[ft]``, Linux x86_64): it is imported only
+when elastic mode is asked for.
+
+What listens where. torchft's own servers bind every interface and its own heal path unpickles
+what a peer sends. flodl therefore:
+
+- binds the lighthouse, every rank's manager server, heal server, rendezvous store and gloo
+  sockets to one address: ``127.0.0.1`` by default, or the address of an interface the user
+  names as trusted (``trusted_interface="eth1"``);
+- replaces torchft's heal transport with one that sends a flodl state file (JSON structure plus
+  raw tensor bytes, no pickle) and answers only requests that carry the run's random token;
+- refuses a non-loopback setup (a non-loopback ``host``, ``GLOO_SOCKET_IFNAME`` naming another
+  interface, a non-loopback ``MASTER_ADDR``) unless a trusted interface is named;
+- logs every port and the address it is bound to when the run starts.
+
+The quorum protocol itself (lighthouse and manager RPCs) is not authenticated: a machine that
+can reach those ports can join or disturb the quorum. Use a trusted interface only on a network
+where every machine is yours.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import socket
+import struct
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from flodl_core import ConfigError
+
+EXTRA_HINT = "pip install flodl-ddp[ft]"
+TORCHFT_VERSION = "0.2.0"
+
+
+@dataclass(frozen=True)
+class ElasticOptions:
+    """Options of elastic training (see :meth:`TrainerBuilder.elastic`).
+
+    Attributes:
+        min_ranks: fewer living ranks than this fail the run (>= 1).
+        heartbeat_timeout: seconds without a heartbeat before the lighthouse drops a rank.
+        hang_timeout: seconds a rank may sit inside a training step without finishing a batch
+            before the watchdog kills it (a rank hung in Python keeps heartbeating, so the
+            lighthouse alone would keep waiting for it).
+        max_restarts: dead ranks the launcher restarts by itself, in all (0: none; restart one
+            yourself with ``handle.restart_rank(r)``).
+        trusted_interface: a network interface (``"eth1"``) whose address every server binds;
+            required for any non-loopback setup.
+        host: the address to bind when no interface is named (loopback only without one).
+    """
+
+    min_ranks: int = 1
+    heartbeat_timeout: float = 1.0
+    hang_timeout: float = 60.0
+    max_restarts: int = 0
+    trusted_interface: str | None = None
+    host: str = "127.0.0.1"
+
+
+def check_elastic(opts: ElasticOptions, world_size: int) -> None:
+    """Validate ``opts`` against the number of ranks; raises :class:`ConfigError`."""
+    m = opts.min_ranks
+    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+        raise ConfigError(f"elastic min_ranks must be an int >= 1, got {m!r}")
+    if m > world_size:
+        raise ConfigError(
+            f"elastic min_ranks={m} is more than the {world_size} ranks of the run; lower "
+            "min_ranks or add devices"
+        )
+    for name, v, low in (
+        ("heartbeat_timeout", opts.heartbeat_timeout, 0.1),
+        ("hang_timeout", opts.hang_timeout, 0.5),
+    ):
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or v < low:
+            raise ConfigError(f"elastic {name} must be a number of seconds >= {low}, got {v!r}")
+    r = opts.max_restarts
+    if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+        raise ConfigError(f"elastic max_restarts must be an int >= 0, got {r!r}")
+    if opts.trusted_interface is not None and (
+        not isinstance(opts.trusted_interface, str) or not opts.trusted_interface
+    ):
+        raise ConfigError(
+            f"elastic trusted_interface must be an interface name such as 'eth1', got "
+            f"{opts.trusted_interface!r}"
+        )
+
+
+def require_torchft() -> Any:
+    """Import torchft, or raise :class:`ConfigError` naming the extra to install."""
+    if not sys.platform.startswith("linux"):
+        raise ConfigError(
+            f"elastic training needs torchft, which ships wheels for Linux x86_64 only (this is "
+            f"{sys.platform}); use the portable fallback instead: checkpoint_every(n, path) and "
+            "restart with torchrun --max-restarts, resuming with .resume(path)"
+        )
+    # torchft's Rust side reads RUST_LOG when it is first imported; without it every quorum
+    # prints six INFO lines
+    os.environ.setdefault("RUST_LOG", "error")
+    try:
+        import torchft
+    except ImportError as e:
+        raise ConfigError(
+            f"elastic training needs torchft=={TORCHFT_VERSION}, which is not installed ({e}); "
+            f"install the extra: {EXTRA_HINT}"
+        ) from None
+    version = getattr(torchft, "__version__", None)
+    if version is None:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as dist_version
+
+        try:
+            version = dist_version("torchft")
+        except PackageNotFoundError:
+            version = "unknown"
+    if version != TORCHFT_VERSION:
+        raise ConfigError(
+            f"elastic training is built for torchft=={TORCHFT_VERSION}, found {version} (its "
+            f"process-group API changes between releases); install the extra: {EXTRA_HINT}"
+        )
+    return torchft
+
+
+# ---- where things listen -------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    """``127.0.0.0/8``, ``::1`` and ``localhost`` are loopback; anything else is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def interface_names() -> list[str]:
+    """The machine's network interfaces (``lo``, ``eth0``, ...)."""
+    try:
+        return [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return []
+
+
+def interface_address(name: str) -> str:
+    """The IPv4 address of interface ``name`` (Linux ``SIOCGIFADDR``)."""
+    import fcntl
+
+    names = interface_names()
+    if name not in names:
+        raise ConfigError(
+            f"elastic trusted_interface {name!r} does not exist on this machine; interfaces: "
+            f"{', '.join(names) or 'none found'}"
+        )
+    siocgifaddr = 0x8915
+    packed = struct.pack("256s", name.encode()[:15])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            raw = fcntl.ioctl(s.fileno(), siocgifaddr, packed)
+        except OSError as e:
+            raise ConfigError(
+                f"elastic trusted_interface {name!r} has no IPv4 address ({e}); bring it up "
+                "with an address or name another interface"
+            ) from None
+    return socket.inet_ntoa(raw[20:24])
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Where an elastic run listens: the bind/advertised address and the gloo interface."""
+
+    host: str
+    gloo_ifname: str
+    trusted: bool  # False: loopback only
+
+
+def resolve_exposure(opts: ElasticOptions, env: dict[str, str] | None = None) -> Exposure:
+    """The address every elastic server binds, after the security rules of the module doc.
+
+    Raises:
+        ConfigError: a non-loopback setup without ``trusted_interface``, an unknown interface,
+            or a ``host`` that is not the trusted interface's address.
+    """
+    env = dict(os.environ) if env is None else env
+    iface = opts.trusted_interface
+    if iface is not None:
+        address = interface_address(iface)
+        if opts.host not in ("127.0.0.1", address):
+            raise ConfigError(
+                f"elastic host {opts.host!r} is not the address of trusted_interface {iface!r} "
+                f"({address}); leave host unset or give {address}"
+            )
+        return Exposure(address, iface, trusted=not is_loopback(address))
+    reasons = []
+    if not is_loopback(opts.host):
+        reasons.append(f"host={opts.host!r}")
+    gloo = env.get("GLOO_SOCKET_IFNAME")
+    if gloo and gloo != "lo":
+        reasons.append(f"GLOO_SOCKET_IFNAME={gloo!r}")
+    master = env.get("MASTER_ADDR")
+    if master and not is_loopback(master):
+        reasons.append(f"MASTER_ADDR={master!r}")
+    if reasons:
+        raise ConfigError(
+            "elastic training refuses a non-loopback setup (" + ", ".join(reasons) + "): "
+            "torchft's quorum servers are unauthenticated and would be reachable from that "
+            "network. Name the interface of a network you trust, e.g. "
+            ".elastic(trusted_interface='eth1'), or stay on loopback"
+        )
+    return Exposure("127.0.0.1", "lo", trusted=False)

@@ -1,0 +1,67 @@
+"""The replicas agree before training: same architecture on every rank, rank 0's initial weights.
+
+Factories run once per rank and may draw different initial weights (or, by mistake, build a
+different model); both are settled before the first batch, with an error that names the first
+difference instead of a collective that hangs or silently mixes unrelated tensors.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+from torch import nn
+
+from flodl_core import ConfigError
+
+from ._buckets import broadcast_buckets
+from ._comm import Comm
+from ._modes import Backend
+
+
+def replica_signature(model: nn.Module) -> list[list[Any]]:
+    """``[kind, name, shape, dtype]`` of every parameter, then every buffer."""
+    out: list[list[Any]] = []
+    for kind, items in (("param", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, t in items:
+            out.append([kind, name, list(t.shape), str(t.dtype).removeprefix("torch.")])
+    return out
+
+
+def check_replicas(model: nn.Module, comm: Comm) -> None:
+    """Raise :class:`ConfigError` on every rank when the replicas differ between ranks."""
+    mine = json.dumps(replica_signature(model)).encode()
+    sigs = [json.loads(b) for b in comm.exchange_bytes("sig", mine)]
+    ref = sigs[0]
+    for r, sig in enumerate(sigs[1:], start=1):
+        if sig == ref:
+            continue
+        n0 = sum(1 for e in ref if e[0] == "param")
+        nr = sum(1 for e in sig if e[0] == "param")
+        detail = f"rank 0 has {n0} parameters, rank {r} has {nr}"
+        for a, b in zip(ref, sig, strict=False):
+            if a != b:
+                detail += f"; first difference: rank 0 {a[0]} {a[1]} {a[2]} {a[3]} vs "
+                detail += f"rank {r} {b[0]} {b[1]} {b[2]} {b[3]}"
+                break
+        raise ConfigError(
+            f"model replicas differ between ranks ({detail}); model_factory must build the same "
+            "architecture on every rank"
+        )
+
+
+@torch.no_grad()
+def broadcast_initial(model: nn.Module, device: torch.device, backend: Backend) -> None:
+    """Rank 0's initial parameters and buffers everywhere. The cpu backend goes through CPU
+    copies, so ranks on different device kinds can pair up."""
+    tensors = [p.data for p in model.parameters()] + list(model.buffers())
+    if not tensors:
+        return
+    if backend is Backend.CPU and device.type != "cpu":
+        copies = [t.to("cpu") for t in tensors]
+        broadcast_buckets(copies)
+        for t, c in zip(tensors, copies, strict=True):
+            t.copy_(c)
+    else:
+        broadcast_buckets(tensors)

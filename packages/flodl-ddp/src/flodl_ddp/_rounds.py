@@ -1,0 +1,151 @@
+"""An averaging round of the cadence and async policies, from arrival to the next window's counts.
+
+Every rank calls :meth:`AveragingRound.close` at the end of its window with the batches it ran.
+The round then, in the same order on every rank:
+
+1. exchanges arrivals (batches run, whether the rank has data left) through the store — the
+   wait here is *idle* time;
+2. averages the replicas, weighted by batches (:class:`~flodl_ddp._average.Averager`) — *sync*
+   time;
+3. exchanges the window's compute time, divergence, sync time and boundary time (idle plus
+   sync: what the window boundary cost, as a blocking collective would measure it), and feeds
+   these numbers, identical on every rank, to the guard, ElChe (whose overhead is the slowest
+   rank's boundary time over the longest compute time), the meta-controller and the async
+   overshoot.
+
+So every rank leaves the round with the same counts, anchor and "epoch finished" verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._average import Averager
+from ._comm import Comm
+from ._elche import ElChe
+from ._ledger import EpochLedger, now
+from ._policy import Overshoot
+from ._verdicts import GuardStep
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What every rank agrees on after a round."""
+
+    actual: list[int]
+    """Batches each rank ran in the window."""
+    finished: bool
+    """No rank has data left in the epoch."""
+
+
+class AveragingRound:
+    """The round protocol for one rank (see the module doc)."""
+
+    def __init__(
+        self,
+        rank: int,
+        world: int,
+        comm: Comm,
+        device: torch.device,
+        averager: Averager,
+        elche: ElChe,
+        guard: Any,
+        meta: Any,
+        overshoot: Overshoot,
+    ) -> None:
+        self.rank = rank
+        self.world = world
+        self.comm = comm
+        self.device = device
+        self.averager = averager
+        self.elche = elche
+        self.guard = guard
+        self.meta = meta
+        self.overshoot = overshoot
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def close(
+        self,
+        window: int,
+        done: int,
+        more: bool,
+        compute_s: float,
+        throttled: bool,
+        lr: float,
+        ledger: EpochLedger,
+        window_start: float,
+    ) -> RoundResult:
+        """End window ``window``: this rank ran ``done`` batches in ``compute_s`` seconds and
+        has (``more``) or has not data left; the ledger gets the round's times and spans."""
+        compute_end = now()
+        got = self.comm.exchange("n", [float(done), 1.0 if more else 0.0])
+        actual = [int(v[0]) for v in got]
+        finished = not any(v[1] for v in got)
+        idle_end = now()
+        total = sum(actual)
+        weight = actual[self.rank] / total if total > 0 else 1.0 / self.world
+        self._synchronize()
+        sent = self.averager.bytes_sent
+        div = self.averager.average(weight)
+        self._synchronize()
+        ledger.comm_bytes += self.averager.bytes_sent - sent
+        sync_end = now()
+        sync_ms = (sync_end - idle_end) * 1000.0
+        # What the boundary cost this rank: the wait for the others plus the averaging, as a
+        # blocking collective would measure it. ElChe tunes the window length against this.
+        boundary_ms = (sync_end - compute_end) * 1000.0
+        stats = self.comm.exchange("s", [compute_s * 1000.0, div, sync_ms, boundary_ms])
+        if self.rank == 0 and window > 2:
+            self.comm.delete(f"rdy{window - 2}")
+        self._feed(actual, stats, throttled, lr, ledger)
+        ledger.compute += compute_s
+        ledger.idle += idle_end - compute_end
+        ledger.sync += sync_end - idle_end
+        ledger.batches += done
+        ledger.syncs += 1
+        ledger.sync_max_ms.append(max(s[2] for s in stats))
+        ledger.span("compute", window_start, compute_end)
+        ledger.span("idle", compute_end, idle_end)
+        ledger.span("sync", idle_end, sync_end)
+        return RoundResult(actual, finished)
+
+    def _feed(
+        self,
+        actual: list[int],
+        stats: list[list[float]],
+        throttled: bool,
+        lr: float,
+        ledger: EpochLedger,
+    ) -> None:
+        """The round's numbers (identical on every rank) to guard, ElChe, meta, overshoot."""
+        walls = [s[0] for s in stats]
+        divs = [s[1] for s in stats]
+        sync_ms = max(s[2] for s in stats)
+        boundary_ms = max(s[3] for s in stats)
+        elche = self.elche
+        before = elche.anchor
+        verdict: GuardStep = self.guard.report(divs, max(actual))
+        if verdict.nudge is not None:
+            elche.nudge_anchor_down(verdict.nudge)
+        elif verdict.stable and elche.relax_up:
+            elche.relax_anchor_up()
+        elche.report_timing(walls, actual, boundary_ms, allow_growth=verdict.allow_growth)
+        if self.meta is not None:
+            factor = self.meta.observe(lr, elche.anchor, verdict.action, elche.phase)
+            if factor is not None:
+                elche.nudge_anchor_down(factor)
+        self.overshoot.after_round(verdict.stable, elche.anchor)
+        if self.rank == 0:
+            ledger.event("sync", sync_ms=sync_ms, d_max=max(divs))
+            if elche.anchor != before:
+                ledger.event("anchor_changed", old=before, new=elche.anchor)
+            if not verdict.stable:
+                ledger.event("guard", verdict=verdict.name, **self.guard.telemetry())
+        if throttled:
+            ledger.event("throttle", rank=self.rank)

@@ -1,0 +1,43 @@
+"""A ``TCPStore`` server that listens on one address only.
+
+``torch.distributed.TCPStore(host, port, is_master=True)`` listens on every interface whatever
+``host`` says; handing it an already bound socket (``master_listen_fd``) is the way to keep it on
+loopback, or on the one interface a cluster file names.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+
+import torch.distributed as dist
+
+
+def listen_store(
+    addr: str, port: int = 0, *, timeout_s: float, multi_tenant: bool = False
+) -> dist.TCPStore:
+    """A store server bound to ``addr:port`` (port 0: a free one; read it from ``.port``).
+
+    Raises:
+        OSError: the address cannot be bound (not an address of this host, or port in use).
+    """
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((addr, port))
+        sock.listen(1024)
+        port = sock.getsockname()[1]
+    except OSError:
+        sock.close()
+        raise
+    return dist.TCPStore(
+        addr,
+        port,
+        None,
+        True,
+        timeout=timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+        multi_tenant=multi_tenant,
+        master_listen_fd=sock.detach(),  # the store owns the listening socket from here
+    )

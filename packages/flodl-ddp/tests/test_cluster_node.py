@@ -1,0 +1,71 @@
+"""The node agent's pieces: interface lookup, stores bound to one address, argument split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flodl_ddp import _cluster_node as node
+
+
+def _listeners(port: int) -> list[str]:
+    """The local addresses listening on TCP ``port`` (from /proc/net/tcp and tcp6)."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:  # 0A: LISTEN
+                out.append(addr)
+    return out
+
+
+def test_interface_address() -> None:
+    assert node.interface_address("lo") == "127.0.0.1"
+    with pytest.raises(SystemExit, match=r"interface 'nope0' \(socket_ifname\) is not present"):
+        node.interface_address("nope0")
+
+
+def test_bound_store_listens_on_one_address_only() -> None:
+    store = node.bound_store("127.0.0.1", 0, 10.0)
+    store.set("k", b"v")
+    assert _listeners(store.port) == ["0100007F"]  # 127.0.0.1 alone, no 0.0.0.0, no [::]
+    with pytest.raises(SystemExit, match=r"cannot listen on 192\.0\.2\.1:.*first worker"):
+        node.bound_store("192.0.2.1", 0, 1.0)  # TEST-NET-1: an address this machine lacks
+
+
+def test_bootstrap_store_is_bound_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+
+    # monkeypatch restores the original method after the test
+    monkeypatch.setattr(
+        dr.DynamicRendezvousHandler,
+        "_create_tcp_store_server",
+        dr.DynamicRendezvousHandler._create_tcp_store_server,
+    )
+    node._bind_bootstrap_store("127.0.0.1")
+    store = dr.DynamicRendezvousHandler._create_tcp_store_server(None, "ignored", 0)  # type: ignore[arg-type]
+    assert _listeners(store.port) == ["0100007F"]
+
+
+def test_parse_splits_agent_torchrun_and_command() -> None:
+    opts, torchrun, command = node.parse(
+        [
+            "--name=a",
+            "--ifname=eth1",
+            "--host-rendezvous",
+            "--nnodes=2",
+            "--rdzv-endpoint=10.0.0.1:29400",
+            "--",
+            "python",
+            "train.py",
+            "--name=x",
+        ]
+    )
+    assert (opts.name, opts.ifname, opts.host_rendezvous) == ("a", "eth1", True)
+    assert torchrun == ["--nnodes=2", "--rdzv-endpoint=10.0.0.1:29400"]
+    assert command == ["python", "train.py", "--name=x"]
+    assert node._split_endpoint("[::1]:5") == ("::1", 5)
+    with pytest.raises(SystemExit, match="COMMAND"):
+        node.parse(["--name=a"])

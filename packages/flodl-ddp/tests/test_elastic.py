@@ -1,0 +1,343 @@
+"""Elastic training without starting ranks: options, the optional dependency, the exposure rules,
+the watchdog and the no-pickle heal transport."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import socket
+import sys
+import types
+import urllib.error
+from datetime import timedelta
+
+import pytest
+import torch
+from torch import nn
+
+from flodl_core import CheckpointError, ConfigError
+from flodl_ddp import Trainer
+from flodl_ddp._elastic import (
+    ElasticOptions,
+    check_elastic,
+    interface_names,
+    is_loopback,
+    require_torchft,
+    resolve_exposure,
+)
+from flodl_ddp._elastic_rank import split_batches
+from flodl_ddp._elastic_transport import StateTransport, decode_state, encode_state
+from flodl_ddp._watchdog import Watchdog
+
+try:
+    import torchft  # noqa: F401
+
+    HAVE_TORCHFT = True
+except ImportError:
+    HAVE_TORCHFT = False
+
+needs_torchft = pytest.mark.skipif(not HAVE_TORCHFT, reason="needs pip install flodl-ddp[ft]")
+
+
+def _model() -> nn.Module:
+    return nn.Linear(2, 1)
+
+
+def _sgd(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.SGD(params, lr=0.1)
+
+
+def _step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    return model(batch[0]).pow(2).mean()
+
+
+def _builder() -> object:
+    data = (torch.randn(64, 2), torch.randn(64, 1))
+    return (
+        Trainer.builder(_model, _sgd, _step)
+        .dataset(data)
+        .batch_size(4)
+        .num_epochs(1)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+    )
+
+
+# ---- the plan of a window ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("total", "n", "want"),
+    [(12, 3, [4, 4, 4]), (10, 3, [4, 3, 3]), (2, 3, [1, 1, 0]), (7, 1, [7])],
+)
+def test_split_batches_is_equal_with_the_remainder_first(total, n, want) -> None:
+    assert split_batches(total, n) == want
+    assert sum(split_batches(total, n)) == total
+
+
+# ---- the optional dependency ---------------------------------------------------------------------
+
+
+def test_elastic_without_torchft_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torchft", None)  # import torchft -> ImportError
+    with pytest.raises(ConfigError, match=r"pip install flodl-ddp\[ft\]"):
+        _builder().elastic()  # type: ignore[attr-defined]
+
+
+def test_elastic_refuses_another_torchft_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("torchft")
+    fake.__version__ = "0.9.0"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torchft", fake)
+    with pytest.raises(ConfigError, match=r"torchft==0\.2\.0, found 0\.9\.0"):
+        require_torchft()
+
+
+# ---- options -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"min_ranks": 0}, "min_ranks must be an int >= 1"),
+        ({"min_ranks": 3}, "min_ranks=3 is more than the 2 ranks"),
+        ({"heartbeat_timeout": 0.0}, "heartbeat_timeout must be a number of seconds"),
+        ({"hang_timeout": math.nan}, "hang_timeout must be a number of seconds"),
+        ({"max_restarts": -1}, "max_restarts must be an int >= 0"),
+        ({"trusted_interface": ""}, "trusted_interface must be an interface name"),
+    ],
+)
+def test_check_elastic_names_the_bad_option(kw: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        check_elastic(ElasticOptions(**kw), world_size=2)
+
+
+@needs_torchft
+def test_elastic_needs_cpu_cadence() -> None:
+    b = _builder().mode("cpu-async").elastic()  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"use \.mode\('cpu-cadence'\)"):
+        b.run()
+
+
+@needs_torchft
+@pytest.mark.parametrize(
+    ("setter", "name"),
+    [
+        (lambda b: b.timeline(True), "timeline"),
+        (lambda b: b.easgd_alpha(0.5), "easgd_alpha"),
+        (lambda b: b.checkpoint_every(1, "ck"), "checkpoint_every"),
+        (lambda b: b.meta_controller(True), "meta_controller"),
+    ],
+)
+def test_elastic_refuses_options_it_does_not_implement(setter, name: str) -> None:
+    b = setter(_builder().elastic())  # type: ignore[attr-defined]
+    if name == "easgd_alpha":
+        b = b.mode("cpu-cadence")
+    with pytest.raises(ConfigError, match=name):
+        b.run()
+
+
+@needs_torchft
+def test_elastic_refuses_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in {
+        "RANK": "0",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+    }.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ConfigError, match="cannot run under torchrun"):
+        _builder().elastic().run()  # type: ignore[attr-defined]
+
+
+@needs_torchft
+def test_min_ranks_above_the_world_is_refused_at_run() -> None:
+    with pytest.raises(ConfigError, match="min_ranks=3 is more than the 2 ranks"):
+        _builder().elastic(min_ranks=3).run()  # type: ignore[attr-defined]
+
+
+# ---- exposure ------------------------------------------------------------------------------------
+
+
+def test_loopback_by_default() -> None:
+    exp = resolve_exposure(ElasticOptions(), env={})
+    assert (exp.host, exp.gloo_ifname, exp.trusted) == ("127.0.0.1", "lo", False)
+
+
+@pytest.mark.parametrize(
+    ("opts", "env", "reason"),
+    [
+        (ElasticOptions(host="10.0.0.5"), {}, "host='10.0.0.5'"),
+        (ElasticOptions(host="0.0.0.0"), {}, "host='0.0.0.0'"),
+        (ElasticOptions(), {"GLOO_SOCKET_IFNAME": "eth0"}, "GLOO_SOCKET_IFNAME='eth0'"),
+        (ElasticOptions(), {"MASTER_ADDR": "192.168.1.7"}, "MASTER_ADDR='192.168.1.7'"),
+    ],
+)
+def test_non_loopback_setup_is_refused_without_a_trusted_interface(opts, env, reason) -> None:
+    with pytest.raises(ConfigError, match="refuses a non-loopback setup") as e:
+        resolve_exposure(opts, env=env)
+    assert reason in str(e.value)
+    assert "trusted_interface='eth1'" in str(e.value)
+
+
+@needs_torchft
+def test_builder_refuses_an_exposed_host_before_starting_anything() -> None:
+    b = _builder().elastic(host="10.0.0.5")  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="refuses a non-loopback setup"):
+        b.run()
+
+
+def test_loopback_env_is_fine() -> None:
+    env = {"MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
+    assert resolve_exposure(ElasticOptions(), env=env).host == "127.0.0.1"
+
+
+def test_unknown_trusted_interface_lists_the_real_ones() -> None:
+    with pytest.raises(ConfigError, match="does not exist on this machine") as e:
+        resolve_exposure(ElasticOptions(trusted_interface="nosuch0"), env={})
+    for name in interface_names():
+        assert name in str(e.value)
+
+
+@pytest.mark.skipif("lo" not in interface_names(), reason="no loopback interface named lo")
+def test_trusted_interface_binds_its_address() -> None:
+    exp = resolve_exposure(ElasticOptions(trusted_interface="lo"), env={"MASTER_ADDR": "10.1.1.1"})
+    assert (exp.host, exp.gloo_ifname, exp.trusted) == ("127.0.0.1", "lo", False)
+    with pytest.raises(ConfigError, match="is not the address of trusted_interface"):
+        resolve_exposure(ElasticOptions(trusted_interface="lo", host="10.9.9.9"), env={})
+
+
+def test_is_loopback() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("127.8.0.1") and is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.1") and not is_loopback("vm")
+
+
+# ---- the watchdog --------------------------------------------------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_watchdog_kills_a_rank_stalled_while_computing_only() -> None:
+    clock = _Clock()
+    progress, phase = [0, 0, 0], [1, 2, 1]  # ranks 0 and 2 computing, rank 1 waiting
+    killed: list[tuple[int, float]] = []
+    dog = Watchdog(progress, phase, 2.0, lambda r, s: killed.append((r, s)), clock=clock)
+    alive = {0, 1, 2}
+    dog.check(lambda r: r in alive)
+    for _ in range(5):  # rank 0 keeps finishing batches; ranks 1 and 2 do not
+        clock.t += 0.5
+        progress[0] += 1
+        dog.check(lambda r: r in alive)
+    assert killed == [(2, 2.5)] or killed == [(2, 2.0)]
+    assert [r for r, _ in dog.kills] == [2]
+    clock.t += 10.0  # rank 1 waits for its peers for a long time: not a hang
+    progress[0] += 1
+    alive.discard(2)
+    assert dog.check(lambda r: r in alive) == []
+    assert [r for r, _ in killed] == [2]
+
+
+def test_watchdog_judges_each_stall_once_and_forgets_restarted_ranks() -> None:
+    clock = _Clock()
+    progress, phase = [0], [1]
+    killed: list[int] = []
+    dog = Watchdog(progress, phase, 1.0, lambda r, s: killed.append(r), clock=clock)
+    dog.check(lambda r: True)
+    clock.t = 1.0
+    assert dog.check(lambda r: True) == [0]
+    clock.t = 1.5
+    assert dog.check(lambda r: True) == []  # the kill is under way
+    dog.reset(0)
+    clock.t = 2.0
+    progress[0] = 0
+    phase[0] = 0  # a restarted rank starting up
+    assert dog.check(lambda r: True) == []
+    clock.t = 30.0
+    assert dog.check(lambda r: True) == []  # starting is not computing
+    assert killed == [0]
+
+
+# ---- the heal transport --------------------------------------------------------------------------
+
+
+def _state() -> dict:
+    return {
+        "user": {
+            "default": {
+                "model": {"w": torch.arange(6.0).reshape(2, 3), "n": torch.tensor([3])},
+                "optimizer": {
+                    "state": {0: {"step": torch.tensor(4.0), "exp_avg": torch.ones(2)}},
+                    "param_groups": [{"lr": 0.01, "betas": (0.9, 0.999), "params": [0]}],
+                },
+                "scal": [["id1", 3.0, 2.0]],
+                "best": math.inf,
+            }
+        },
+        "torchft": {"step": 7, "batches_committed": 21},
+    }
+
+
+def test_state_blob_round_trips_without_pickle() -> None:
+    back = decode_state(encode_state(_state()))
+    d = back["user"]["default"]
+    assert torch.equal(d["model"]["w"], torch.arange(6.0).reshape(2, 3))
+    assert d["model"]["n"].dtype == torch.int64
+    assert 0 in d["optimizer"]["state"]  # integer keys stay integers
+    assert d["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.999)
+    assert d["best"] == math.inf and back["torchft"] == {"step": 7, "batches_committed": 21}
+
+
+def test_a_pickle_is_refused_not_run() -> None:
+    class Boom:
+        def __reduce__(self):  # would run on unpickling
+            return (print, ("executed",))
+
+    with pytest.raises(CheckpointError):
+        decode_state(pickle.dumps({"x": Boom()}))
+
+
+def test_heal_transport_serves_the_snapshot_to_token_holders_only() -> None:
+    t = timedelta(seconds=5)
+    sender = StateTransport("127.0.0.1", "secret-token", t)
+    receiver = StateTransport("127.0.0.1", "secret-token", t)
+    intruder = StateTransport("127.0.0.1", "wrong-token", timedelta(seconds=1))
+    try:
+        assert sender._server.server_address[0] == "127.0.0.1"
+        state = _state()
+        sender.send_checkpoint([1], step=7, state_dict=state, timeout=t)
+        state["user"]["default"]["model"]["w"].zero_()  # training goes on after the snapshot
+        sender.disallow_checkpoint()
+        got = receiver.recv_checkpoint(0, sender.metadata(), step=7, timeout=t)
+        assert torch.equal(got["user"]["default"]["model"]["w"], torch.arange(6.0).reshape(2, 3))
+        with pytest.raises(urllib.error.HTTPError, match="403"):
+            intruder.recv_checkpoint(0, sender.metadata(), step=7, timeout=t)
+        short = StateTransport("127.0.0.1", "secret-token", timedelta(seconds=0.2))
+        try:
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                short.recv_checkpoint(0, short.metadata(), step=8, timeout=t)
+        finally:
+            short.shutdown()
+    finally:
+        for tr in (sender, receiver, intruder):
+            tr.shutdown()
+
+
+def test_heal_transport_is_not_reachable_on_other_addresses() -> None:
+    tr = StateTransport("127.0.0.1", "tok", timedelta(seconds=1))
+    try:
+        others = {
+            info[4][0]
+            for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+            if not is_loopback(info[4][0])
+        }
+        for addr in others:
+            with pytest.raises(OSError), socket.create_connection((addr, tr.port), timeout=1):
+                pass
+    finally:
+        tr.shutdown()
