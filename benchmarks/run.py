@@ -162,8 +162,8 @@ def render(results: dict[str, dict[str, list[float]]], ovh: dict[str, float],
         "Median training-step time (forward, loss, backward, Adam step); the sides take turns "
         "step by step; ratio = median of the per-round ratios flodl / hand-written (< 1: flodl "
         "faster); σ = 1.4826 × MAD over rounds. Compiled = `torch.compile(graph)` (default "
-        "mode), against the hand-written model in eager mode. Sizes are scaled down from the "
-        "original's table for a CPU; see `benchmarks/models/`.",
+        "mode), against the hand-written model in eager mode. Sizes are scaled down from "
+        "floDl (Rust)'s table for a CPU; see `benchmarks/models/`.",
         "",
         "| model | sizes | hand-written ms (σ) | flodl ms (σ) | ratio | compiled ms | "
         "compiled / hand |",

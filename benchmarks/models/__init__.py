@@ -1,4 +1,4 @@
-"""The ten benchmark models of the original's table, each as a flodl graph and by hand."""
+"""The ten benchmark models of floDl (Rust)'s table, each as a flodl graph and by hand."""
 
 from __future__ import annotations
 

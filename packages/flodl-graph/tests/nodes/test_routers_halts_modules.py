@@ -63,7 +63,7 @@ def test_state_add_and_reshape() -> None:
         (lambda: SigmoidRouter(4, True), "n_experts must be a positive int"),
         (lambda: ArgmaxSelector(4, 0), "n_branches"),
         (lambda: FixedSelector(-1), "index must be an int >= 0"),
-        (lambda: ThresholdHalt("1"), "threshold must be a number"),
+        (lambda: ThresholdHalt("1"), "threshold must be a finite number"),
         (lambda: LearnedHalt(0), "dim must be a positive int"),
         (lambda: Reshape(), "expected positive ints"),
         (lambda: Reshape(2, 0), "expected positive ints"),

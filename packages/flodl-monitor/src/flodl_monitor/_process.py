@@ -19,7 +19,7 @@ import sys
 import threading
 from typing import Any
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_int
 
 from . import _wire as wire
 from ._remote import Channel, RemoteHub, Source, answer_questions, tree_config, tree_snapshot
@@ -30,8 +30,7 @@ logger = logging.getLogger("flodl.monitor")
 
 
 def check_max_clients(max_clients: int) -> None:
-    if isinstance(max_clients, bool) or not isinstance(max_clients, int) or max_clients < 1:
-        raise ConfigError(f"max_clients must be an int >= 1, got {max_clients!r}")
+    check_int(max_clients, "max_clients", ge=1)
 
 
 # The server process runs with the training process's import path, so it imports the same code.
@@ -78,8 +77,7 @@ class DashboardServer:
         queue_size: int = 256,
         coalesce: float = 0.1,
     ) -> None:
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ConfigError(f"port must be an int in 0..65535 (0 picks a free one), got {port!r}")
+        check_int(port, "port", ge=0, le=65535, note="0 picks a free one")
         check_max_clients(max_clients)
         self.host, self.port = host, port
         self._source = source

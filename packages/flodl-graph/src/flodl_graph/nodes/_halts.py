@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from flodl_core import ConfigError
+from flodl_core import check_finite, check_int
 
 
 class ThresholdHalt(nn.Module):
@@ -12,9 +12,7 @@ class ThresholdHalt(nn.Module):
 
     def __init__(self, threshold: float) -> None:
         super().__init__()
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            raise ConfigError(f"ThresholdHalt: threshold must be a number, got {threshold!r}")
-        self.threshold = float(threshold)
+        self.threshold = check_finite(threshold, "threshold", where="ThresholdHalt")
 
     def forward(self, state: Tensor) -> Tensor:
         return (state.max() - self.threshold).reshape(1)
@@ -32,8 +30,7 @@ class LearnedHalt(nn.Module):
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
-            raise ConfigError(f"LearnedHalt: dim must be a positive int, got {dim!r}")
+        check_int(dim, "dim", gt=0, where="LearnedHalt", expected="a positive int")
         self.proj = nn.Linear(dim, 1)
 
     def forward(self, state: Tensor) -> Tensor:

@@ -6,13 +6,12 @@ from collections.abc import Mapping
 
 from torch import Tensor, nn
 
-from flodl_core import ConfigError
+from flodl_core import check_int
 
 
 def _check_dims(owner: str, **dims: int) -> None:
     for name, v in dims.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"{owner}: {name} must be a positive int, got {v!r}")
+        check_int(v, name, gt=0, where=owner, expected="a positive int")
 
 
 def _add_refs(x: Tensor, refs: Mapping[str, Tensor]) -> Tensor:
@@ -54,9 +53,7 @@ class FixedSelector(nn.Module):
 
     def __init__(self, index: int) -> None:
         super().__init__()
-        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
-            raise ConfigError(f"FixedSelector: index must be an int >= 0, got {index!r}")
-        self.index = index
+        self.index = check_int(index, "index", ge=0, where="FixedSelector")
 
     def forward(self, x: Tensor) -> int:
         return self.index
