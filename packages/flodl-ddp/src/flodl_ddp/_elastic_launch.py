@@ -28,12 +28,12 @@ from ._elastic import ElasticOptions, resolve_exposure
 from ._elastic_rank import ElasticPayload, RankSignals, elastic_rank_process
 from ._errors import DdpError
 from ._handle import DdpHandle
+from ._launch import stop_processes
 from ._watchdog import Watchdog
 from ._worker import RankPayload, load_state
 
 logger = logging.getLogger("flodl.ddp")
 
-TERM_GRACE_S = 3.0
 FINISH_GRACE_S = 5.0  # after the result: how long finished ranks get to exit by themselves
 
 
@@ -200,19 +200,7 @@ class _ElasticRun:
             os.kill(p.pid, signal.SIGCONT)  # a stopped process dies only once it runs again
 
     def teardown(self) -> None:
-        alive = [p for p in self.all_procs if p.pid is not None and p.exitcode is None]
-        for p in alive:
-            with contextlib.suppress(Exception):
-                os.kill(p.pid, signal.SIGCONT)
-                p.terminate()
-        deadline = time.monotonic() + TERM_GRACE_S
-        for p in alive:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in alive:
-            if p.exitcode is None:
-                with contextlib.suppress(Exception):
-                    p.kill()
-                p.join(5.0)
+        stop_processes(self.all_procs)
 
     def _event(self, kind: str, rank: int, **fields: Any) -> None:
         self.handle.events.append({"event": kind, "rank": rank, "t": time.time(), **fields})

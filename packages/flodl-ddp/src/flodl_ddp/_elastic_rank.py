@@ -45,7 +45,7 @@ from flodl_core import ConfigError, DataLoader
 
 from ._elastic import ElasticOptions, Exposure, require_torchft
 from ._elastic_transport import StateTransport
-from ._metrics import EpochMetrics, ScalarSink, combine_ranks
+from ._metrics import EpochMetrics, ScalarSink, combine_ranks, run_eval
 from ._store import listen_store
 from ._worker import RankPayload, _build_model, _save_state, set_threads
 
@@ -481,7 +481,11 @@ class ElasticEngine:
             }
             for r, a in enumerate(self.acc)
         ]
-        eval_value = self._evaluate() if leader and self.cfg.eval_fn is not None else None
+        eval_value = (
+            run_eval(self.model, self.cfg.eval_fn)
+            if leader and self.cfg.eval_fn is not None
+            else None
+        )
         m = combine_ranks(
             self.epoch,
             ranks,
@@ -500,20 +504,6 @@ class ElasticEngine:
         self.epoch += 1
         self.cursor = 0
         self._reset_epoch_numbers()
-
-    def _evaluate(self) -> Any:
-        fn = self.cfg.eval_fn
-        assert fn is not None
-        was = self.model.training
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                out = fn(self.model)
-        finally:
-            self.model.train(was)
-        if isinstance(out, dict):
-            return {str(k): float(v) for k, v in out.items()}
-        return float(out)
 
     def fingerprint(self) -> list[float]:
         """``[Σθ, Σ|θ|, Σθ²]`` over every parameter in float64: equal weights, equal prints."""

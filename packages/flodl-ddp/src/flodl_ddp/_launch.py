@@ -25,6 +25,7 @@ import logging
 import os
 import pickle
 import queue
+import signal
 import socket
 import tempfile
 import threading
@@ -239,6 +240,24 @@ def _launch_torchrun(
     return handle
 
 
+def stop_processes(procs: list[Any]) -> None:
+    """Stop every live process of ``procs``: SIGCONT (a stopped process handles signals only
+    once it runs again), SIGTERM, then SIGKILL for those still alive ``TERM_GRACE_S`` later."""
+    alive = [p for p in procs if p.pid is not None and p.exitcode is None]
+    for p in alive:
+        with contextlib.suppress(Exception):
+            os.kill(p.pid, signal.SIGCONT)
+            p.terminate()
+    deadline = time.monotonic() + TERM_GRACE_S
+    for p in alive:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in alive:
+        if p.exitcode is None:
+            with contextlib.suppress(Exception):
+                p.kill()
+            p.join(5.0)
+
+
 @dataclass
 class _WatchState:
     """What the watcher has heard from the ranks so far."""
@@ -292,18 +311,7 @@ class _Spawned:
             raise
 
     def teardown(self) -> None:
-        alive = [p for p in self.procs if p.pid is not None and p.exitcode is None]
-        for p in alive:
-            with contextlib.suppress(Exception):
-                p.terminate()
-        deadline = time.monotonic() + TERM_GRACE_S
-        for p in alive:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in alive:
-            if p.exitcode is None:
-                with contextlib.suppress(Exception):
-                    p.kill()
-                p.join(5.0)
+        stop_processes(self.procs)
 
     def stop(self) -> None:
         self._stopping.set()

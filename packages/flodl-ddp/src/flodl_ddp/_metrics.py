@@ -248,3 +248,20 @@ def combine_ranks(
         lr=lr,
         counts=counts,
     )
+
+
+def run_eval(model: Any, eval_fn: Any) -> float | dict[str, float]:
+    """``eval_fn(model)`` in eval mode without gradients (the training mode is restored), as a
+    float or a dict of floats: what :attr:`EpochMetrics.eval` holds."""
+    import torch
+
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = eval_fn(model)
+    finally:
+        model.train(was)
+    if isinstance(out, dict):
+        return {str(k): float(v) for k, v in out.items()}
+    return float(out)

@@ -30,7 +30,7 @@ from ._elche import ElChe
 from ._errors import DdpError
 from ._handle import TrainedState, state_of
 from ._ledger import EpochLedger, now
-from ._metrics import EpochMetrics, ScalarSink, combine_ranks
+from ._metrics import EpochMetrics, ScalarSink, combine_ranks, run_eval
 from ._modes import Mode, Policy
 from ._partition import partition
 from ._policy import Overshoot, wrap_sync
@@ -409,7 +409,7 @@ class RankEngine:
         ranks = [json.loads(b) for b in self.comm.exchange_bytes("ep", json.dumps(mine).encode())]
         eval_value = None
         if self.rank == 0 and self.cfg.eval_fn is not None:
-            eval_value = self._evaluate()
+            eval_value = run_eval(self.model, self.cfg.eval_fn)
         m = combine_ranks(
             epoch,
             ranks,
@@ -428,20 +428,6 @@ class RankEngine:
             from ._resume import save_checkpoint_from
 
             save_checkpoint_from(self, epoch)
-
-    def _evaluate(self) -> float | dict[str, float]:
-        fn = self.cfg.eval_fn
-        assert fn is not None
-        was = self.model.training
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                out = fn(self.model)
-        finally:
-            self.model.train(was)
-        if isinstance(out, dict):
-            return {str(k): float(v) for k, v in out.items()}
-        return float(out)
 
     # ---- timeline and result ---------------------------------------------------------------
 
