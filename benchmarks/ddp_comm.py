@@ -40,29 +40,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from _ddp_task import held_out_loss, make_data, mlp, train_step
 from torch import nn
 
 from flodl_ddp import DiLoCo, OuterAvg, SlowMo, Trainer
 
-IN, CLASSES, WORLD = 64, 10, 2
+WORLD = 2
 ARGS: dict[str, float] = {"width": 256, "lr": 0.02}  # read by the factories in the spawned ranks
-
-
-def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs ``(n, 64)`` and labels ``(n,)`` from a fixed random teacher network."""
-    g = torch.Generator().manual_seed(1234)
-    teacher = torch.randn(IN, CLASSES, generator=g)
-    g.manual_seed(seed)
-    x = torch.randn(n, IN, generator=g)
-    y = (x @ teacher + 0.5 * torch.randn(n, CLASSES, generator=g)).argmax(dim=1)
-    return x, y
 
 
 def make_model() -> nn.Module:
     w = int(os.environ.get("DDP_COMM_WIDTH", ARGS["width"]))
-    return nn.Sequential(
-        nn.Linear(IN, w), nn.GELU(), nn.Linear(w, w), nn.GELU(), nn.Linear(w, CLASSES)
-    )
+    return mlp(w)
 
 
 def make_optim(params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -70,17 +59,9 @@ def make_optim(params: list[nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=lr, momentum=0.9)
 
 
-def train_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    return nn.functional.cross_entropy(model(batch[0]), batch[1])
-
-
 def eval_loss(state: dict[str, torch.Tensor]) -> float:
     """Cross-entropy on 4096 held-out samples (a seed the training set never uses)."""
-    model = make_model()
-    model.load_state_dict(state)
-    x, y = make_data(4096, seed=99)
-    with torch.no_grad():
-        return float(nn.functional.cross_entropy(model(x), y))
+    return held_out_loss(make_model(), state, 4096)
 
 
 @dataclass

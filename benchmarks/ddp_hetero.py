@@ -42,47 +42,27 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from _ddp_task import held_out_loss, make_data, mlp, train_step
 from torch import nn
 
 from flodl_ddp import MODES, Trainer
 
-IN, CLASSES = 64, 10
 SLOW = 2.0
 LR = 0.02
 ARGS: dict[str, int] = {"width": 1280}  # read by the factories in the spawned ranks
 
 
-def make_data(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs ``(n, 64)`` and labels ``(n,)`` from a fixed random teacher network."""
-    g = torch.Generator().manual_seed(1234)
-    teacher = torch.randn(IN, CLASSES, generator=g)
-    g.manual_seed(seed)
-    x = torch.randn(n, IN, generator=g)
-    y = (x @ teacher + 0.5 * torch.randn(n, CLASSES, generator=g)).argmax(dim=1)
-    return x, y
-
-
 def make_model() -> nn.Module:
     w = int(os.environ.get("DDP_HETERO_WIDTH", ARGS["width"]))
-    return nn.Sequential(
-        nn.Linear(IN, w), nn.GELU(), nn.Linear(w, w), nn.GELU(), nn.Linear(w, CLASSES)
-    )
+    return mlp(w)
 
 
 def make_optim(params: list[nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=LR, momentum=0.9)
 
 
-def train_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    return nn.functional.cross_entropy(model(batch[0]), batch[1])
-
-
 def eval_loss(state: dict[str, torch.Tensor]) -> float:
-    model = make_model()
-    model.load_state_dict(state)
-    x, y = make_data(2048, seed=99)
-    with torch.no_grad():
-        return float(nn.functional.cross_entropy(model(x), y))
+    return held_out_loss(make_model(), state, 2048)
 
 
 # ---- the baselines ------------------------------------------------------------------------------
