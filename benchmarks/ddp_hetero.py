@@ -2,9 +2,10 @@
 against plain per-batch ``torch.nn.parallel.DistributedDataParallel``.
 
 Two CPU ranks (one torch thread each) train the same MLP classifier on the same synthetic
-data; rank 1 is slowed 2x by the slowdown hook (it sleeps as long as each batch took), standing
-in for an older GPU next to a newer one. Every run sees the same number of samples (``--epochs``
-passes over ``--samples``), so the final held-out loss is compared at equal samples.
+data; rank 1 is slowed 2x by the slowdown hook (it busy-waits as long as each batch took),
+standing in for an older processor next to a newer one. Every run sees the same number of
+samples (``--epochs`` passes over ``--samples``), so the final held-out loss is compared at
+equal samples.
 
 - ``fast rank alone``: one process, one thread, the whole dataset;
 - ``torch DDP per-batch``: 2 spawned ranks, equal shards, gradients all-reduced every batch
@@ -12,21 +13,29 @@ passes over ``--samples``), so the final held-out loss is compared at equal samp
 - ``flodl <mode>``: ``Trainer.builder(...).mode(mode).slowdown({1: 2.0})``.
 
 Throughput is samples per second of training (process start-up excluded: the epoch wall times
-for flodl, the timed loop inside the ranks for torch DDP). Goals: cadence and async >= 1.35x the
-fast rank alone (ideal 1.5x: the pair has 1.5 fast ranks' worth of compute), final loss within
-2 % of solo, flodl sync's step time <= 1.03x torch DDP's.
+for flodl, the timed loop inside the ranks for torch DDP). Each cadence and async row also
+gives the engine's share of its ranks' speed: its throughput over the sum of what each rank's
+measured compute speed in that same run would give with no waiting and no averaging, a figure
+the machine's drift does not move. Goals: cadence and async >= 1.35x the fast rank alone (ideal
+1.5x: the pair has 1.5 fast ranks' worth of compute), final loss within 2 % of solo, flodl
+sync's step time <= 1.03x torch DDP's.
+
+Measured in interleaved rounds (``--rounds``, default 3), because a shared or virtual machine
+drifts by 10-20 % over minutes: the sequence is solo, every run, solo, every run, ..., solo. Each
+run's ratio is taken against the better of the two solo runs around it (the reference least
+slowed by the machine, so the ratio errs low), and the table shows the median over the rounds
+with the lowest and highest. The sync step-time ratio compares the fastest torch DDP run with the
+fastest flodl sync run over the rounds (the minimum is the run least disturbed). Losses and
+notes are from the first round.
 
 Learning rates: the solo run uses SGD lr 0.02. Per-batch gradient averaging (torch DDP, flodl
 sync) steps on the pooled batch of both ranks, so it takes the linear scaling rule (lr x 2, which
 is flodl's default ``lr_scale_ratio=1.0``); cadence and async average *replicas* that each step
 on their own batches, so they keep the solo lr (``lr_scale_ratio=0.0``).
 
-The sync step-time ratio is the best of ``--sync-repeats`` alternating runs of each (the minimum
-is the run least disturbed by the rest of the machine).
-
 Usage: ``python benchmarks/ddp_hetero.py [--samples 16384] [--epochs 5] [--width 1280]
-[--modes cpu-cadence,cpu-async]``. Run it on a quiet machine: the ratios move by tens of
-percent when other processes share the cores.
+[--rounds 3] [--modes cpu-cadence,cpu-async]``. Run it on a quiet machine: the ratios move by
+tens of percent when other processes share the cores.
 """
 
 from __future__ import annotations
@@ -113,8 +122,10 @@ def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epoc
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            if rank == 1:  # the same slowdown hook flodl's runs get
-                time.sleep((SLOW - 1.0) * (time.perf_counter() - t_batch))
+            if rank == 1:  # the same slowdown flodl's hook gives a CPU rank: busy, not asleep
+                deadline = time.perf_counter() + (SLOW - 1.0) * (time.perf_counter() - t_batch)
+                while time.perf_counter() < deadline:
+                    pass
     seconds = time.perf_counter() - t
     if rank == 0:
         state = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
@@ -163,7 +174,24 @@ def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int,
     note = (
         f"anchor {last.anchor}, counts {last.counts}, {lr}" if last.counts else f"per batch, {lr}"
     )
+    if sync:  # the gradient all-reduce runs inside backward: waiting is clocked as compute
+        return samples / (ms / 1000.0), eval_loss(state.state_dict()), note
+    # The engine's efficiency, immune to the machine's drift: samples trained per second over
+    # what the ranks' own measured speeds in this very run (compute time, slowdown included)
+    # could give if nobody ever waited or averaged.
+    ideal = sum(
+        sum(r.samples for m in handle.history for r in m.per_rank if r.rank == k)
+        / (sum(r.compute_ms for m in handle.history for r in m.per_rank if r.rank == k) / 1000.0)
+        for k in range(handle.world_size)
+    )
+    note += f", engine {samples / (ms / 1000.0) / ideal:.0%} of its ranks' speed"
     return samples / (ms / 1000.0), eval_loss(state.state_dict()), note
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def main() -> None:
@@ -174,56 +202,67 @@ def main() -> None:
     p.add_argument("--width", type=int, default=1280)
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated flodl modes")
     p.add_argument("--no-torch-ddp", action="store_true", help="skip the torch DDP baseline")
-    p.add_argument(
-        "--sync-repeats", type=int, default=2, help="alternating runs for the sync step ratio"
-    )
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (>= 1)")
     args = p.parse_args()
+    if args.rounds < 1:
+        p.error(f"--rounds must be >= 1, got {args.rounds}")
     ARGS["width"] = args.width
     os.environ["DDP_HETERO_WIDTH"] = str(args.width)  # spawned flodl ranks build the same model
     x, y = make_data(args.samples, seed=0)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    runs = ([] if args.no_torch_ddp else ["torch DDP per-batch"]) + [f"flodl {m}" for m in modes]
 
-    rows: list[tuple[str, float, float, str]] = []
-    solo_sps, solo_loss = run_solo(x, y, args.epochs, args.batch)
-    rows.append(("fast rank alone", solo_sps, solo_loss, "1 rank"))
-    ddp_sps = None
-    best: dict[str, float] = {}  # best throughput over the repeats, for the sync step ratio
-    sync_modes = [m for m in modes if m.endswith("-sync")]
-    if not args.no_torch_ddp:
-        ddp_sps, loss = run_torch_ddp(x, y, args.epochs, args.batch, args.width)
-        rows.append(("torch DDP per-batch", ddp_sps, loss, "per batch, lr x 2"))
-        best["ddp"] = ddp_sps
-    for mode in modes:
-        sps, loss, note = run_flodl(mode, x, y, args.epochs, args.batch)
-        rows.append((f"flodl {mode}", sps, loss, note))
-        best[mode] = sps
-    # The fast rank alone again at the end: the better of its two runs is the reference, so a
-    # slow first run (a busier moment of the machine) cannot flatter the ratios.
-    solo_sps = max(solo_sps, run_solo(x, y, args.epochs, args.batch)[0])
-    rows[0] = ("fast rank alone", solo_sps, solo_loss, "1 rank, best of 2 runs")
-    if not args.no_torch_ddp:
-        for _ in range(max(0, args.sync_repeats - 1)):
-            best["ddp"] = max(best["ddp"], run_torch_ddp(x, y, args.epochs, args.batch,
-                                                         args.width)[0])  # fmt: skip
-            for mode in sync_modes:
-                best[mode] = max(best[mode], run_flodl(mode, x, y, args.epochs, args.batch)[0])
+    solo: list[float] = []  # throughput of each solo run, one before every round and one after
+    sps: dict[str, list[float]] = {r: [] for r in runs}
+    loss: dict[str, float] = {}
+    notes: dict[str, str] = {"torch DDP per-batch": "per batch, lr x 2"}
+    for _ in range(args.rounds):
+        s, loss["solo"] = run_solo(x, y, args.epochs, args.batch)
+        solo.append(s)
+        for name in runs:
+            if name == "torch DDP per-batch":
+                v, lo = run_torch_ddp(x, y, args.epochs, args.batch, args.width)
+            else:
+                v, lo, note = run_flodl(name[6:], x, y, args.epochs, args.batch)
+                notes.setdefault(name, note)
+            sps[name].append(v)
+            loss.setdefault(name, lo)
+    solo.append(run_solo(x, y, args.epochs, args.batch)[0])
+    # Each run against the better solo run around it: the reference least slowed by the machine.
+    ref = [max(solo[i], solo[i + 1]) for i in range(args.rounds)]
+    ratios = {n: [v / r for v, r in zip(sps[n], ref, strict=True)] for n in runs}
+    _report(args, solo, sps, ratios, loss, notes)
 
+
+def _report(args: argparse.Namespace, solo: list[float], sps: dict[str, list[float]],
+            ratios: dict[str, list[float]], loss: dict[str, float],
+            notes: dict[str, str]) -> None:  # fmt: skip
     print(
         f"flodl ddp_hetero: 2 CPU ranks x 1 thread, rank 1 slowed {SLOW:g}x, width {args.width}, "
-        f"{args.samples} samples x {args.epochs} epochs, batch {args.batch}"
+        f"{args.samples} samples x {args.epochs} epochs, batch {args.batch}, "
+        f"{args.rounds} interleaved round(s)"
     )
-    print(f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'loss':>10}{'vs solo':>10}  notes")
-    for name, sps, loss, note in rows:
+    print(
+        f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'(low-high)':>14}{'loss':>10}"
+        f"{'vs solo':>10}  notes"
+    )
+    solo_loss = loss["solo"]
+    print(
+        f"{'fast rank alone':<24}{_median(solo):>12.0f}{1.0:>9.2f}x{'':>14}{solo_loss:>10.4f}"
+        f"{0.0:>+9.1%}  1 rank, {len(solo)} runs ({min(solo):.0f}-{max(solo):.0f} samples/s)"
+    )
+    for name, r in ratios.items():
+        spread = f"{min(r):.2f}-{max(r):.2f}"
         print(
-            f"{name:<24}{sps:>12.0f}{sps / solo_sps:>9.2f}x{loss:>10.4f}"
-            f"{(loss - solo_loss) / solo_loss:>+9.1%}  {note}"
+            f"{name:<24}{_median(sps[name]):>12.0f}{_median(r):>9.2f}x{spread:>14}"
+            f"{loss[name]:>10.4f}{(loss[name] - solo_loss) / solo_loss:>+9.1%}  {notes[name]}"
         )
-    if ddp_sps is not None:
-        for mode in sync_modes:
-            ratio = best["ddp"] / best[mode]
+    if "torch DDP per-batch" in sps:
+        for mode in (n[6:] for n in sps if n.endswith("-sync")):
+            ratio = max(sps["torch DDP per-batch"]) / max(sps[f"flodl {mode}"])
             print(
-                f"step time flodl {mode} / torch DDP: {ratio:.3f} (goal <= 1.03; best of "
-                f"{max(1, args.sync_repeats)} runs each)"
+                f"step time flodl {mode} / torch DDP: {ratio:.3f} (goal <= 1.03; fastest of "
+                f"{args.rounds} run(s) each)"
             )
 
 

@@ -17,7 +17,7 @@ def test_ddp_hetero_runs(run_script: Callable[..., subprocess.CompletedProcess[s
     proc = run_script(
         HERE / "ddp_hetero.py",
         *("--samples", "512", "--epochs", "1", "--width", "32", "--batch", "32"),
-        *("--modes", "cpu-sync,cpu-cadence", "--sync-repeats", "1"),
+        *("--modes", "cpu-sync,cpu-cadence", "--rounds", "2"),
         timeout=300,
     )
     out = proc.stdout

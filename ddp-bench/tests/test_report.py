@@ -75,6 +75,21 @@ def test_synthetic_rows_and_incomplete_runs_are_marked(
     assert "| resnet | cpu-async [synthetic] |" in _section(text, "Speedup vs solo-0")
 
 
+def test_notes_give_the_accuracy_standard_error(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    solo = make_record("mlp", "solo-0", 30.0, [90.0])
+    solo.eval_samples = 1000
+    save_record(solo, tmp_path / "mlp" / "solo-0")
+    # an old record without eval_samples still loads, and then gets no such note
+    old = make_record("lenet", "solo-0", 30.0, [90.0])
+    save_record(old, tmp_path / "lenet" / "solo-0")
+    notes = _section(render(load_records(tmp_path)), "Notes")
+    # sqrt(0.9 * 0.1 / 1000) = 0.949 pp
+    assert "accuracy over its 1,000 held-out images is ±0.95 pp" in notes
+    assert notes.count("held-out images") == 1
+
+
 def test_report_of_empty_folder_still_has_sections(make_record: Callable[..., RunRecord]) -> None:
     text = render([])
     assert re.findall(r"^## (.+)$", text, re.M) == list(SECTIONS)

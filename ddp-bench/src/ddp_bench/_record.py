@@ -87,6 +87,7 @@ class RunRecord:
     anchor_changes: int | None = None
     throttles: int | None = None
     error: str | None = None
+    eval_samples: int | None = None  # held-out samples behind each eval (absent in old records)
 
     @property
     def final_loss(self) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Callable, Sequence
 
 from ._record import RunRecord
@@ -138,6 +139,13 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
             f"- **{model}**: eval = {what}; {r0.epochs_planned} epoch(s){cap}, batch "
             f"{r0.batch_size} per rank, seed {r0.seed}; data: {'; '.join(sources)}"
         )
+        se = _accuracy_se(runs)
+        if se is not None:
+            out.append(
+                f"  - one standard error of a {model} accuracy over its "
+                f"{r0.eval_samples:,} held-out images is ±{se:.2f} pp: gaps between modes "
+                "smaller than about twice that are within evaluation noise."
+            )
         if any(r.synthetic for r in runs):
             out.append(
                 f"  - **{model} trained on SYNTHETIC data**: its numbers say nothing about "
@@ -145,14 +153,25 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
             )
     out.append(
         "- `Total (s)` and every speed comparison use training time: the sum of the epochs' "
-        "wall times (the slowest rank's, per-epoch evaluation included); `Wall (s)` adds "
-        "process start-up. On a shared machine both are noisy."
+        "wall times (the slowest rank's; rank 0's per-epoch evaluation falls outside it, with "
+        "one device as with several); `Wall (s)` adds process start-up and evaluation. On a "
+        "shared machine both are noisy. CPU runs train on one thread per rank, solo runs too."
     )
     out.append(
         "- `vs Ref` is the eval minus the published target of §13 (the reference's long "
         "runs); short runs are not expected to reach it."
     )
     return out
+
+
+def _accuracy_se(runs: Sequence[RunRecord]) -> float | None:
+    """The binomial standard error (pp) of solo-0's final accuracy, or of the first run's."""
+    r0 = next((r for r in runs if r.mode == "solo-0"), runs[0])
+    acc = r0.final_eval
+    if r0.eval_name != "accuracy" or not r0.eval_samples or acc is None:
+        return None
+    p = min(max(acc / 100.0, 0.0), 1.0)
+    return 100.0 * math.sqrt(p * (1.0 - p) / r0.eval_samples)
 
 
 def _incomplete(records: Sequence[RunRecord]) -> list[str]:

@@ -150,6 +150,10 @@ def _trainer(
         b = b.mode(mode)
     if slowdown:
         b = b.slowdown(slowdown)
+    if all(d == "cpu" for d in devices):
+        # A CPU rank trains on one thread; solo-N must too, or it compares N cores against
+        # one rank's (on small models torch's intra-op threads even make it ~2x slower).
+        b = b.threads_per_rank(1)
     if cfg.batches:
         b = b.batches_per_epoch(cfg.batches)
     if spec.schedule != "flat":
@@ -267,6 +271,7 @@ def run_one(
         error=error
         if error is not None or len(rows) == epochs
         else f"{len(rows)} of {epochs} epochs",
+        eval_samples=len(bundle.test.tensors[0]) if spec.task != "lm" else None,
     )
     save_record(record, folder)
     return record

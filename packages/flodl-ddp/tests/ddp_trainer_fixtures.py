@@ -55,6 +55,12 @@ def mse_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return loss
 
 
+def threads_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """``mse_step`` that also records the torch thread count the batch trained with."""
+    record_scalar("threads", float(torch.get_num_threads()))
+    return mse_step(model, batch)
+
+
 def sleepy_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """A batch that takes ~4 ms of wall time without using a core: timings that other processes
     on a busy machine cannot distort (the slowdown hook then doubles it on the slowed rank)."""

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
 
 
-def _builder(n: int = 256, epochs: int = 2) -> Any:
+def _builder(n: int = 256, epochs: int = 2, step: Any = fx.mse_step) -> Any:
     x, y = fx.make_data(n)
     return (
-        Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step)
+        Trainer.builder(fx.make_model, fx.make_adam, step)
         .dataset((x, y))
         .batch_size(16)
         .num_epochs(epochs)
@@ -157,6 +157,16 @@ def test_world_of_one_runs_in_process_with_the_same_api(tmp_path: Path) -> None:
     assert tl is not None and tl.ranks == [0]
     assert any(p.endswith("/rank0") for p in monitor.records.paths())
     assert len(monitor.history) == 3
+
+
+def test_world_of_one_trains_with_threads_per_rank_and_leaves_the_caller_alone() -> None:
+    before = torch.get_num_threads()
+    want = 1 if before > 1 else 2
+
+    handle = _builder(epochs=1, step=fx.threads_step).threads_per_rank(want).run()
+    handle.join(timeout=60)
+    assert handle.history[-1].scalars["threads"] == want
+    assert torch.get_num_threads() == before  # set on the training thread, not the caller's
 
 
 def test_failure_in_a_world_of_one_names_the_rank() -> None:

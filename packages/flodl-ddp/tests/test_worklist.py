@@ -41,7 +41,10 @@ def test_unknown_speeds_make_the_whole_epoch_pool() -> None:
     work = EpochWork.plan(40, None, 2)
     assert _sizes(list(work.own)) == [0, 0]
     assert _covered(work) == list(range(40))
-    assert _sizes(list(work.pool))[:3] == [10, 8, 6]
+    # cut finer than calibrated pools (ceil(left / 16) instead of / 4): a slower rank must not
+    # hold a block sized for an equal-speed peer while the others run out of work
+    assert _sizes(list(work.pool))[:5] == [3, 3, 3, 2, 2]
+    assert max(_sizes(list(work.pool))) == 3 < _sizes(guided_blocks(0, 40, 2))[0] == 10
 
 
 def test_fewer_batches_than_ranks_are_all_pool() -> None:

@@ -103,9 +103,12 @@ class TrainerConfig(_RunOptions):
             ``checkpoint_path``).
         checkpoint_path: the checkpoint folder.
         resume: a checkpoint folder to continue from.
-        slowdown: testing aid: ``{rank: factor}`` makes that rank sleep so each batch takes
-            ``factor`` times as long (simulates a slower device on a uniform machine).
+        slowdown: testing aid: ``{rank: factor}`` makes each batch of that rank take
+            ``factor`` times as long (simulates a slower device on a uniform machine: a CPU
+            rank busy-waits, a CUDA rank sleeps).
         threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU).
+            With one device the run trains on a thread of the calling process; the count is
+            then set on that thread only, and only when given.
         timeout_s: how long a collective or a rendezvous may wait before the run fails.
         elastic: :class:`~flodl_ddp._elastic.ElasticOptions` when ranks may die and come back
             (``None``: a fixed world; see :meth:`TrainerBuilder.elastic`).

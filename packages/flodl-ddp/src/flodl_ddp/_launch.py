@@ -163,6 +163,9 @@ def _launch_local(payload: RankPayload, metrics_fn: Any, monitor: Any) -> DdpHan
 
     def body() -> None:
         try:
+            if payload.cfg.threads_per_rank is not None:
+                # only when asked: this is the caller's process (the count is per thread)
+                torch.set_num_threads(payload.cfg.threads_per_rank)
             ctx = RankContext(0, 1, device, host, SoloComm(), time.time())
             state, timeline = train_rank(payload, ctx, handle._push_metrics)
             handle._finish(state, timeline)

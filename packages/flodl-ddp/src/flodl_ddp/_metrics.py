@@ -105,7 +105,8 @@ class EpochMetrics:
     Attributes:
         epoch: 0-based epoch number.
         avg_loss: mean training loss over every batch of every rank.
-        epoch_ms: the epoch's wall time (the slowest rank's).
+        epoch_ms: the epoch's wall time (the slowest rank's), training only: rank 0's
+            ``eval_fn`` runs after it.
         scalars: per name, the mean of every :func:`record_scalar` call this epoch.
         per_rank: one :class:`RankMetrics` per rank, in rank order.
         per_rank_throughput: samples per second of each rank.

@@ -115,6 +115,11 @@ class RankEngine:
         self._ddp_forward = False
         self._stepped = True
         self._compute_s = 0.0
+        if self.world > 1:
+            # Building the optimizer can take a second (torch imports lazily on first use), and
+            # ranks get there at different times: without this, the first rank in would clock
+            # that skew as idle in epoch 0 and ElChe's first timings would carry it.
+            self.comm.barrier("start")
 
     def _wrap_for_sync(self) -> tuple[nn.Module, Any]:
         """Sync with several ranks: the model inside DDP with the weighted comm hook (and a
@@ -406,10 +411,13 @@ class RankEngine:
         sums, counts = self.sink.take()
         led = self.ledger
         mine = led.payload(self.ctx.host, str(self.device), wall_s, sums, counts)
-        ranks = [json.loads(b) for b in self.comm.exchange_bytes("ep", json.dumps(mine).encode())]
+        # Rank 0 evaluates before the exchange, where the others wait for it anyway: after it,
+        # they would start the next epoch and clock rank 0's evaluation as that epoch's idle,
+        # and a world of one (which evaluates outside its epoch time) would not be comparable.
         eval_value = None
         if self.rank == 0 and self.cfg.eval_fn is not None:
             eval_value = run_eval(self.model, self.cfg.eval_fn)
+        ranks = [json.loads(b) for b in self.comm.exchange_bytes("ep", json.dumps(mine).encode())]
         m = combine_ranks(
             epoch,
             ranks,

@@ -133,7 +133,8 @@ class TrainerBuilder:
         return self._set(bf16_wire=bool(on))
 
     def threads_per_rank(self, n: int) -> TrainerBuilder:
-        """torch threads per rank (default 1 on CPU ranks)."""
+        """torch threads per rank (default 1 on CPU ranks). With one device the run trains on a
+        thread of this process, and ``n`` is set on that thread only."""
         check_int("threads_per_rank", n, 1)
         return self._set(threads_per_rank=n)
 
@@ -290,7 +291,8 @@ class TrainerBuilder:
 
     def slowdown(self, factors: Mapping[int, float]) -> TrainerBuilder:
         """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times as long per
-        batch (it sleeps), to study heterogeneity on uniform hardware."""
+        batch (a CPU rank busy-waits, a CUDA rank sleeps), to study heterogeneity on uniform
+        hardware."""
         return self._set(slowdown=check_slowdown(factors))
 
     def timeout(self, seconds: float) -> TrainerBuilder:
