@@ -35,12 +35,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from _ddp_task import held_out_loss, make_data, mlp, train_step
+from _ddp_task import held_out_loss, make_data, mlp, train_alone, train_step
 from torch import nn
 
 from flodl_ddp import DiLoCo, OuterAvg, SlowMo, Trainer
@@ -77,23 +76,10 @@ class Row:
 
 def run_solo(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int) -> Row:
     """The fast rank alone: same model, optimizer, data order and batch size, in this process."""
-    torch.set_num_threads(1)
     torch.manual_seed(42)
     model = make_model()
-    opt = make_optim(list(model.parameters()))
-    n = x.shape[0] // batch * batch
-    t = time.perf_counter()
-    for epoch in range(epochs):
-        g = torch.Generator().manual_seed(42 + epoch)
-        order = torch.randperm(x.shape[0], generator=g)[:n]
-        for i in range(0, n, batch):
-            idx = order[i : i + batch]
-            loss = train_step(model, (x[idx], y[idx]))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    seconds = time.perf_counter() - t
-    return Row("fast rank alone", epochs * n, 0, 0.0, eval_loss(model.state_dict()), seconds,
+    samples, seconds = train_alone(model, make_optim(list(model.parameters())), x, y, epochs, batch)
+    return Row("fast rank alone", samples, 0, 0.0, eval_loss(model.state_dict()), seconds,
                "1 rank, no communication")  # fmt: skip
 
 

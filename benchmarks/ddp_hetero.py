@@ -51,10 +51,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from _ddp_task import held_out_loss, make_data, mlp, train_step
+from _ddp_task import held_out_loss, make_data, mlp, train_alone, train_step
 from torch import nn
 
 from flodl_ddp import MODES, Trainer
+from flodl_ddp._slowdown import Slowdown  # the hook flodl's runs get, for torch DDP's too
 
 SLOW = 2.0
 LR = 0.02
@@ -79,23 +80,10 @@ def eval_loss(state: dict[str, torch.Tensor]) -> float:
 
 def run_solo(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int) -> tuple[float, float]:
     """The fast rank alone: same model, optimizer, data order and batch size, in this process."""
-    torch.set_num_threads(1)
     torch.manual_seed(42)
     model = make_model()
-    opt = make_optim(list(model.parameters()))
-    n = x.shape[0] // batch * batch
-    t = time.perf_counter()
-    for epoch in range(epochs):
-        g = torch.Generator().manual_seed(42 + epoch)
-        order = torch.randperm(x.shape[0], generator=g)[:n]
-        for i in range(0, n, batch):
-            idx = order[i : i + batch]
-            loss = train_step(model, (x[idx], y[idx]))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    seconds = time.perf_counter() - t
-    return epochs * n / seconds, eval_loss(model.state_dict())
+    samples, seconds = train_alone(model, make_optim(list(model.parameters())), x, y, epochs, batch)
+    return samples / seconds, eval_loss(model.state_dict())
 
 
 def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epochs: int,
@@ -110,6 +98,7 @@ def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epoc
     for g in opt.param_groups:  # the linear scaling rule, as flodl sync's lr_scale_ratio=1.0
         g["lr"] = LR * 2
     per = x.shape[0] // 2 // batch * batch
+    slow = Slowdown(SLOW if rank == 1 else 1.0, torch.device("cpu"))
     dist.barrier()
     t = time.perf_counter()
     for epoch in range(epochs):
@@ -122,10 +111,7 @@ def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epoc
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            if rank == 1:  # the same slowdown flodl's hook gives a CPU rank: busy, not asleep
-                deadline = time.perf_counter() + (SLOW - 1.0) * (time.perf_counter() - t_batch)
-                while time.perf_counter() < deadline:
-                    pass
+            slow.after_batch(t_batch)  # flodl's own slowdown hook (active on rank 1 only)
     seconds = time.perf_counter() - t
     if rank == 0:
         state = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
