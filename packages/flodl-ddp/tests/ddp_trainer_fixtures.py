@@ -6,6 +6,7 @@ everything a rank calls lives here and not inside a test function.
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -172,20 +173,42 @@ def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
                 m[1].num_batches_tracked.fill_(3 * rank)
             return m
 
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        from flodl_ddp._comm import Comm
+
+        comm = Comm(dist.PrefixStore("avg", _get_default_store()), rank, world)
+        weights = [c / sum(counts) for c in counts]
+        shm_paths: list[str] = []
         for name, backend, kw in [
             ("nccl", Backend.NCCL, {}),
             ("cpu", Backend.CPU, {}),
             ("cpu_bf16", Backend.CPU, {"bf16_wire": True}),
             ("easgd", Backend.CPU, {"easgd_alpha": 0.5}),
+            ("shm", Backend.CPU, {}),
+            ("shm_easgd", Backend.CPU, {"easgd_alpha": 0.5}),
+            ("shm_bf16", Backend.CPU, {"bf16_wire": True}),
         ]:
             m = model_with(rank + 1.0)
-            div = Averager(m, backend, world, **kw).average(weight)
+            averager = Averager(m, backend, world, **kw)
+            shared = averager.share_memory(comm) if name.startswith("shm") else False
+            for _ in range(2):  # the second round reuses the first one's slots
+                with torch.no_grad():
+                    m.load_state_dict(model_with(rank + 1.0).state_dict())
+                averager.stage()
+                comm.barrier()  # stands in for the round's arrival exchange
+                div = averager.average(weight, weights)
+                comm.barrier()  # and for its closing one
             results[name] = {
                 "weight": m[0].weight.flatten().tolist(),
                 "running_mean": m[1].running_mean.tolist(),
                 "tracked": int(m[1].num_batches_tracked),
                 "divergence": div,
+                "shared": shared,
             }
+            if shared:
+                shm_paths.append(averager._slots.path)
+        results["shm_files"] = [p for p in shm_paths if os.path.exists(p)]
         # DiLoCo: every rank starts the window from 0 (the global weights), then drifts to r + 1.
         m = model_with(0.0)
         avg = Averager(m, Backend.CPU, world, outer=DiLoCo(lr=0.7, momentum=0.9))

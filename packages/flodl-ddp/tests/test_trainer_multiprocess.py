@@ -345,7 +345,7 @@ def test_weighted_average_matches_hand_computed(averaging_results: list[dict[str
     # rank r holds r + 1 and ran r + 1 batches: (1*1 + 2*2 + 3*3) / 6 = 14/6
     avg = 14 / 6
     for r, res in enumerate(averaging_results):
-        for name in ("nccl", "cpu"):
+        for name in ("nccl", "cpu", "shm"):
             got = res[name]
             assert got["weight"] == pytest.approx([avg] * 6, abs=1e-6)
             assert got["running_mean"] == pytest.approx([1.0, 1.0])  # (0 + 1 + 2) / 3
@@ -353,8 +353,9 @@ def test_weighted_average_matches_hand_computed(averaging_results: list[dict[str
             assert got["divergence"] == pytest.approx(abs(r + 1 - avg) / avg, rel=1e-5)
         assert res["cpu_bf16"]["weight"] == pytest.approx([avg] * 6, rel=1e-2)
         easgd = 0.5 * (r + 1) + 0.5 * avg
-        assert res["easgd"]["weight"] == pytest.approx([easgd] * 6, abs=1e-6)
-        assert res["easgd"]["divergence"] == pytest.approx(abs(r + 1 - easgd) / easgd, rel=1e-5)
+        for name in ("easgd", "shm_easgd"):
+            assert res[name]["weight"] == pytest.approx([easgd] * 6, abs=1e-6)
+            assert res[name]["divergence"] == pytest.approx(abs(r + 1 - easgd) / easgd, rel=1e-5)
         # DiLoCo from global 0: delta = 0 - avg; first step p -= lr * (delta + mu * delta)
         assert res["diloco"]["weight"] == pytest.approx([0.7 * 1.9 * avg] * 6, rel=1e-5)
         assert res["hook_grad"] == pytest.approx([avg] * 3, abs=1e-6)
@@ -362,6 +363,20 @@ def test_weighted_average_matches_hand_computed(averaging_results: list[dict[str
 
 def test_three_rank_results_agree(averaging_results: list[dict[str, Any]]) -> None:
     assert len(averaging_results) == 3
-    w = [res["cpu"]["weight"] for res in averaging_results]
-    assert w[0] == w[1] == w[2]
-    assert torch.tensor(w[0]).isfinite().all()
+    for name in ("cpu", "shm"):
+        w = [res[name]["weight"] for res in averaging_results]
+        assert w[0] == w[1] == w[2]
+        assert torch.tensor(w[0]).isfinite().all()
+
+
+def test_same_host_ranks_average_through_shared_memory(
+    averaging_results: list[dict[str, Any]],
+) -> None:
+    """Three ranks of one machine map one file; the bf16 wire keeps gloo (its rounding shows),
+    and no file is left behind once the ranks have mapped it."""
+    for res in averaging_results:
+        assert res["shm"]["shared"] is True and res["shm_easgd"]["shared"] is True
+        assert res["shm_bf16"]["shared"] is False
+        assert res["cpu"]["shared"] is False
+        assert res["shm_bf16"]["weight"] == res["cpu_bf16"]["weight"]
+        assert res["shm_files"] == []

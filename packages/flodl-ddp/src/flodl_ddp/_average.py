@@ -15,11 +15,17 @@ window over everyone's):
 Backends: ``nccl`` reduces copies on the training device (NCCL for CUDA tensors, gloo for CPU
 tensors); ``cpu`` reduces CPU copies over gloo, in bfloat16 when ``bf16_wire`` is set (the
 weights are pre-scaled in float32, then cast, so only the sum is rounded to 8 mantissa bits).
+
+Same host: after :meth:`Averager.share_memory`, a round whose buffer lives in host memory does
+not call gloo at all. Each rank copies its tensors into its shared slot (:meth:`Averager.stage`,
+before the round's arrival exchange) and then sums every slot with every rank's weight itself
+(see :mod:`flodl_ddp._shm`): the same sum, in full precision, 3-7x faster on a 2-core host.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -27,7 +33,9 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ._buckets import all_reduce_buckets
+from ._comm import Comm
 from ._modes import Backend
+from ._shm import SharedSlots
 
 
 def _scaled_into(out: Tensor, src: Tensor, factor: float) -> None:
@@ -95,8 +103,12 @@ class Averager:
         # With EASGD the replicas differ after a round; the last consensus is the run's result.
         self.consensus: list[Tensor] | None = None
         self._flat: Tensor | None = None
+        self._slots: SharedSlots | None = None
+        self._rank = 0  # this rank's slot (set by share_memory)
+        self._tmp: Tensor | None = None  # one rank's scaled slot, allocated once
         self.bytes_sent = 0
-        """Bytes this rank handed to all-reduce so far (tensor sizes on the wire)."""
+        """Bytes this rank handed to all-reduce (tensor sizes on the wire) or wrote to its shared
+        slot so far."""
 
     def _work_copy(self, t: Tensor) -> Tensor:
         if self.backend is Backend.CPU:
@@ -119,14 +131,94 @@ class Averager:
             self._flat = torch.empty(n, dtype=dtype, device=device)
         return self._flat
 
+    def _buffer_views(self, flat: Tensor) -> list[Tensor]:
+        """The float buffers' part of a flat buffer, cut into views shaped like them."""
+        n_params = sum(self._sizes)
+        sizes = [b.numel() for b in self.float_buffers]
+        return [
+            c.view_as(b)
+            for c, b in zip(flat[n_params:].split(sizes), self.float_buffers, strict=True)
+        ]
+
+    # ---- same-host shared memory ----------------------------------------------------------
+
+    def share_memory(self, comm: Comm) -> bool:
+        """Average through shared memory from now on, when every rank can (see the module doc).
+
+        A collective: every rank calls it at the same point. Only a buffer in host memory
+        without ``bf16_wire`` qualifies (the bf16 wire exists to halve network bytes; a
+        memory copy gains nothing from it). Returns whether the ranks share memory.
+        """
+        if self.world_size == 1:
+            return False
+        flat = self._flat_buffer()
+        n_ints = sum(b.numel() for b in self.int_buffers)
+        specs = [(flat.numel(), flat.dtype), (n_ints, torch.float64)]
+        eligible = flat.device.type == "cpu" and self.wire is None
+        self._rank = comm.rank
+        self._slots = SharedSlots.open(comm, specs, eligible)
+        return self._slots is not None
+
+    @property
+    def shared(self) -> bool:
+        """Whether rounds go through shared memory (:meth:`share_memory` succeeded)."""
+        return self._slots is not None
+
     @torch.no_grad()
-    def average(self, weight: float) -> float:
+    def stage(self) -> None:
+        """Copy this rank's parameters and buffers into its shared slot (no-op without shared
+        memory). Call it before the round's arrival exchange: that exchange is what tells the
+        other ranks the slot is written."""
+        if self._slots is None:
+            return
+        flat, ints = self._slots.slots[self._rank]
+        n_params = sum(self._sizes)
+        for p, v in zip(self.params, self._views(flat[:n_params]), strict=True):
+            v.copy_(p.detach())
+        for b, v in zip(self.float_buffers, self._buffer_views(flat), strict=True):
+            v.copy_(b)
+        if self.int_buffers:
+            torch.cat(
+                [b.detach().reshape(-1).to("cpu", torch.float64) for b in self.int_buffers],
+                out=ints,
+            )
+        self.bytes_sent += flat.numel() * flat.element_size() + ints.numel() * 8
+
+    def _reduce_shared(self, weights: Sequence[float]) -> None:
+        """``flat := Σ_r w_r θ_r | (1/W) Σ_r b_r`` from every rank's slot, summed in rank order
+        (every rank computes the same bits; with two ranks the same bits as gloo's sum)."""
+        assert self._slots is not None
+        flat = self._flat_buffer()
+        n_params = sum(self._sizes)
+        inv = 1.0 / self.world_size
+        if self._tmp is None:
+            self._tmp = torch.empty_like(flat)
+        tmp = self._tmp
+        for r, (slot, _) in enumerate(self._slots.slots):
+            # each product rounded on its own, then added, as gloo sums pre-scaled copies
+            target = flat if r == 0 else tmp
+            torch.mul(slot[:n_params], float(weights[r]), out=target[:n_params])
+            torch.mul(slot[n_params:], inv, out=target[n_params:])
+            if r > 0:
+                flat.add_(tmp)
+        if self.int_buffers:
+            total = torch.zeros_like(self._slots.slots[0][1])
+            for _, ints in self._slots.slots:
+                total.add_(ints * inv)
+            for b, t in zip(
+                self.int_buffers, total.split([b.numel() for b in self.int_buffers]), strict=True
+            ):
+                b.copy_(t.view_as(b).round().to(b.dtype))
+
+    @torch.no_grad()
+    def average(self, weight: float, weights: Sequence[float] | None = None) -> float:
         """One round with this rank's weight ``count_r / Σ count``; returns the divergence.
 
         Every rank must call it in the same round (it is a collective). Parameters and float
         buffers travel in one flat buffer (one collective instead of one per tensor; gloo and
         NCCL take any size), filled and read back in place; with ``bf16_wire`` the parameters
-        go cast and the buffers in a second, exact collective.
+        go cast and the buffers in a second, exact collective. With shared memory (after
+        :meth:`stage` on every rank) ``weights`` must give every rank's weight.
         """
         self.rounds += 1
         if self.world_size == 1:
@@ -135,14 +227,14 @@ class Averager:
         flat = self._flat_buffer()
         n_params = sum(self._sizes)
         avg = self._views(flat[:n_params])
-        bufs = [
-            c.view_as(b)
-            for c, b in zip(
-                flat[n_params:].split([b.numel() for b in self.float_buffers]),
-                self.float_buffers,
-                strict=True,
-            )
-        ]
+        bufs = self._buffer_views(flat)
+        if self._slots is not None:
+            if weights is None or len(weights) != self.world_size:
+                raise ValueError("shared-memory averaging needs every rank's weight")
+            self._reduce_shared(weights)
+            for b, v in zip(self.float_buffers, bufs, strict=True):
+                b.copy_(v)
+            return self._write_back(avg)
         for p, v in zip(self.params, avg, strict=True):
             _scaled_into(v, p.detach(), float(weight))
         for b, v in zip(self.float_buffers, bufs, strict=True):
@@ -162,7 +254,11 @@ class Averager:
             b.copy_(v)
         if self.int_buffers:
             self._average_int_buffers(inv)
+        return self._write_back(avg)
 
+    def _write_back(self, avg: list[Tensor]) -> float:
+        """The consensus ``avg`` through the outer optimizer and EASGD into the replica;
+        returns the divergence."""
         new = avg
         if self.outer is not None:
             assert self.global_params is not None

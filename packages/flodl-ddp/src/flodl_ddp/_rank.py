@@ -182,6 +182,8 @@ class RankEngine:
             easgd_alpha=cfg.easgd_alpha,
             outer=cfg.outer_optimizer,
         )
+        if self.world > 1 and not self.sync and cfg.shared_memory:
+            self.averager.share_memory(self.comm)  # a collective; every rank gets here
         self.overshoot = Overshoot(cfg.max_overshoot, self.batches_per_epoch)
         self.rounds = AveragingRound(
             self.rank,

@@ -4,7 +4,8 @@ Every rank calls :meth:`AveragingRound.close` at the end of its window with the 
 The round then, in the same order on every rank:
 
 1. exchanges arrivals (batches run, whether the rank has data left) through the store — the
-   wait here is *idle* time;
+   wait here is *idle* time; with same-host shared memory each rank first copies its replica
+   into its slot (*sync* time), and the exchange tells the others that it is there;
 2. averages the replicas, weighted by batches (:class:`~flodl_ddp._average.Averager`) — *sync*
    time;
 3. exchanges the window's compute time, divergence, sync time and boundary time (idle plus
@@ -84,19 +85,22 @@ class AveragingRound:
         """End window ``window``: this rank ran ``done`` batches in ``compute_s`` seconds and
         has (``more``) or has not data left; the ledger gets the round's times and spans."""
         compute_end = now()
+        sent = self.averager.bytes_sent
+        # With shared memory the rank's copy goes into its slot before it says it has arrived
+        self._synchronize()
+        self.averager.stage()
+        staged = now()
         got = self.comm.exchange("n", [float(done), 1.0 if more else 0.0])
         actual = [int(v[0]) for v in got]
         finished = not any(v[1] for v in got)
         idle_end = now()
         total = sum(actual)
-        weight = actual[self.rank] / total if total > 0 else 1.0 / self.world
-        self._synchronize()
-        sent = self.averager.bytes_sent
-        div = self.averager.average(weight)
+        weights = [a / total if total > 0 else 1.0 / self.world for a in actual]
+        div = self.averager.average(weights[self.rank], weights)
         self._synchronize()
         ledger.comm_bytes += self.averager.bytes_sent - sent
         sync_end = now()
-        sync_ms = (sync_end - idle_end) * 1000.0
+        sync_ms = (sync_end - idle_end + staged - compute_end) * 1000.0
         # What the boundary cost this rank: the wait for the others plus the averaging, as a
         # blocking collective would measure it. ElChe tunes the window length against this.
         boundary_ms = (sync_end - compute_end) * 1000.0
@@ -105,13 +109,15 @@ class AveragingRound:
             self.comm.delete(f"rdy{window - 2}")
         self._feed(actual, stats, throttled, lr, ledger)
         ledger.compute += compute_s
-        ledger.idle += idle_end - compute_end
-        ledger.sync += sync_end - idle_end
+        ledger.idle += idle_end - staged
+        ledger.sync += sync_ms / 1000.0
         ledger.batches += done
         ledger.syncs += 1
         ledger.sync_max_ms.append(max(s[2] for s in stats))
         ledger.span("compute", window_start, compute_end)
-        ledger.span("idle", compute_end, idle_end)
+        if self.averager.shared:
+            ledger.span("sync", compute_end, staged)
+        ledger.span("idle", staged, idle_end)
         ledger.span("sync", idle_end, sync_end)
         return RoundResult(actual, finished)
 

@@ -132,6 +132,11 @@ class TrainerBuilder:
         """cpu backend: send bfloat16 over gloo (half the bytes, sums rounded to bf16)."""
         return self._set(bf16_wire=bool(on))
 
+    def shared_memory(self, on: bool = True) -> TrainerBuilder:
+        """Same-host cadence / async averaging through shared memory instead of gloo (on by
+        default; ranks on several hosts keep gloo whatever this says)."""
+        return self._set(shared_memory=bool(on))
+
     def threads_per_rank(self, n: int) -> TrainerBuilder:
         """torch threads per rank (default 1 on CPU ranks). With one device the run trains on a
         thread of this process, and ``n`` is set on that thread only."""

@@ -1,0 +1,152 @@
+"""Same-host averaging through shared memory: one slot per rank in a mapped file.
+
+gloo moves CPU tensors over loopback TCP even when every rank runs on one machine. On a 2-core
+host a gloo ``all_reduce`` between two ranks measured 1.7 ms for 31 KB and 13 ms for 7 MB, where
+reading the other rank's copy out of shared memory costs a memory pass. So when every rank can
+map the same file, an averaging round becomes: each rank copies its tensors into its own slot,
+the arrival exchange that the round already does tells every rank that all slots are written,
+and each rank sums the slots itself, in rank order, so every rank gets the same bits.
+
+The file lives in ``/dev/shm`` (else the temp folder) under a random name and is unlinked as soon
+as every rank has mapped it: nothing is left behind, even when a rank dies. Ranks on other hosts
+cannot find it (or find a different file: a random nonce in the header tells), and then every
+rank keeps gloo.
+
+Reuse is safe without a further barrier: a rank rewrites its slot at its next window end, after
+the round's closing exchange, which no rank passes before every rank has read all slots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import tempfile
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from ._comm import Comm
+
+_HEADER = 64  # bytes before the slots: the nonce (16) and room to spare, keeps slots aligned
+_ALIGN = 64  # every region starts on a cache line
+
+
+def _shm_dir() -> str:
+    """``/dev/shm`` where it is a writable folder (Linux: RAM-backed), else the temp folder."""
+    d = "/dev/shm"
+    return d if os.path.isdir(d) and os.access(d, os.W_OK) else tempfile.gettempdir()
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+class SharedSlots:
+    """Per-rank regions of one shared mapping (made by :meth:`open`, a collective).
+
+    Each rank owns one slot; a slot holds one 1-D tensor per ``(numel, dtype)`` spec.
+    ``slots[r][k]`` is rank ``r``'s tensor for spec ``k``, writable by every rank (by
+    convention only rank ``r`` writes it).
+    """
+
+    def __init__(
+        self, mm: mmap.mmap, specs: Sequence[tuple[int, torch.dtype]], world: int, path: str
+    ) -> None:
+        self._mm = mm  # the tensors below borrow its memory: keep it alive as long as they are
+        self.path = path
+        """Where the file was while the ranks mapped it (unlinked since)."""
+        self.slots: list[list[Tensor]] = []
+        offset = _HEADER
+        for _ in range(world):
+            row = []
+            for numel, dtype in specs:
+                size = numel * dtype.itemsize
+                if numel == 0:
+                    row.append(torch.empty(0, dtype=dtype))
+                else:
+                    row.append(torch.frombuffer(mm, dtype=dtype, count=numel, offset=offset))
+                offset += _aligned(size)
+            self.slots.append(row)
+
+    @staticmethod
+    def nbytes(specs: Sequence[tuple[int, torch.dtype]], world: int) -> int:
+        """The mapping's size: the header, then ``world`` slots of aligned regions."""
+        return _HEADER + world * sum(_aligned(n * d.itemsize) for n, d in specs)
+
+    @classmethod
+    def open(
+        cls,
+        comm: Comm,
+        specs: Sequence[tuple[int, torch.dtype]],
+        eligible: bool,
+    ) -> SharedSlots | None:
+        """Map one shared file on every rank, or ``None`` on every rank when any rank cannot
+        (another host, no writable folder, or ``eligible`` false on some rank).
+
+        A collective over ``comm``: every rank calls it at the same point.
+        """
+        rank, world = comm.rank, comm.world_size
+        size = cls.nbytes(specs, world)
+        mm: mmap.mmap | None = None
+        offer = b""
+        if rank == 0 and eligible:
+            with contextlib.suppress(OSError):
+                mm, offer = _create(size)
+        offers = comm.exchange_bytes("shm", offer)
+        path = ""
+        if offers[0]:
+            info = json.loads(offers[0])
+            path = info["path"]
+            if rank != 0 and eligible:
+                mm = _attach(path, size, bytes.fromhex(info["nonce"]))
+        oks = comm.exchange("shmok", [1.0 if mm is not None else 0.0])
+        if rank == 0 and path:
+            # every rank has mapped it or given up: the name can go, the mappings stay
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        if mm is None or not all(v[0] for v in oks):
+            if mm is not None:
+                mm.close()
+            return None
+        return cls(mm, specs, world, path)
+
+
+def _create(size: int) -> tuple[mmap.mmap, bytes]:
+    """A new file of ``size`` bytes with a random nonce in its header, mapped; the offer that
+    tells the other ranks where it is."""
+    fd, path = tempfile.mkstemp(prefix="flodl-ddp-", suffix=".shm", dir=_shm_dir())
+    try:
+        os.ftruncate(fd, size)
+        mm = mmap.mmap(fd, size)
+    except OSError:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)  # the mapping keeps the memory
+    nonce = os.urandom(16)
+    mm[:16] = nonce
+    return mm, json.dumps({"path": path, "nonce": nonce.hex()}).encode()
+
+
+def _attach(path: str, size: int, nonce: bytes) -> mmap.mmap | None:
+    """Rank 0's file mapped here, or ``None`` when it is not there (another host) or is not
+    the same file (its nonce differs)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size != size:
+            return None
+        mm = mmap.mmap(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if mm[:16] != nonce:
+        mm.close()
+        return None
+    return mm

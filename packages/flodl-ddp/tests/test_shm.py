@@ -1,0 +1,155 @@
+"""Same-host shared slots (:mod:`flodl_ddp._shm`): ranks as threads over one in-memory store."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from flodl_ddp._average import Averager
+from flodl_ddp._comm import Comm
+from flodl_ddp._modes import Backend
+from flodl_ddp._shm import SharedSlots, _attach, _create
+
+SPECS = [(5, torch.float32), (3, torch.float64), (0, torch.float32)]
+
+
+def _ranks(world: int, body: Callable[[Comm], Any]) -> list[Any]:
+    """``body(comm)`` on ``world`` threads that share one store; their results in rank order."""
+    store = dist.HashStore()
+    store.set_timeout(timedelta(seconds=20))
+    out: list[Any] = [None] * world
+    errors: list[BaseException] = []
+
+    def run(r: int) -> None:
+        try:
+            out[r] = body(Comm(store, r, world))
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
+    return out
+
+
+def test_every_rank_sees_every_slot_and_no_file_is_left() -> None:
+    def body(comm: Comm) -> SharedSlots | None:
+        slots = SharedSlots.open(comm, SPECS, eligible=True)
+        assert slots is not None
+        slots.slots[comm.rank][0].fill_(comm.rank + 1.0)
+        slots.slots[comm.rank][1].fill_(10.0 * comm.rank)
+        comm.barrier()
+        return slots
+
+    a, b, c = _ranks(3, body)
+    assert not os.path.exists(a.path)
+    for view in (a, b, c):
+        assert [s[0].tolist() for s in view.slots] == [[1.0] * 5, [2.0] * 5, [3.0] * 5]
+        assert [s[1].tolist() for s in view.slots] == [[0.0] * 3, [10.0] * 3, [20.0] * 3]
+        assert [s[2].numel() for s in view.slots] == [0, 0, 0]
+        assert view.slots[1][1].dtype == torch.float64
+
+
+def test_regions_are_aligned_and_disjoint() -> None:
+    # header, then per rank: 5 floats -> 64 bytes, 3 doubles -> 64 bytes, nothing -> 0
+    assert SharedSlots.nbytes(SPECS, 2) == 64 + 2 * 128
+    slots = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=True))[0]
+    ptrs = [t.data_ptr() for row in slots.slots for t in row[:2]]
+    assert all(p % 64 == 0 for p in ptrs)
+    assert len(set(ptrs)) == 4
+
+
+def test_one_ineligible_rank_makes_every_rank_keep_gloo() -> None:
+    got = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=comm.rank == 0))
+    assert got == [None, None]
+
+
+def test_rank_zero_ineligible_offers_nothing() -> None:
+    got = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=comm.rank != 0))
+    assert got == [None, None]
+
+
+def test_a_different_file_under_the_same_name_is_refused(tmp_path: Any) -> None:
+    mm, offer = _create(128)
+    path = json.loads(offer)["path"]
+    try:
+        assert _attach(path, 128, bytes(16)) is None  # another nonce: not rank 0's file
+        assert _attach(path, 256, mm[:16]) is None  # another size
+        assert _attach(str(tmp_path / "absent"), 128, mm[:16]) is None  # another host
+        same = _attach(path, 128, mm[:16])
+        assert same is not None
+        same[20:24] = b"abcd"
+        assert mm[20:24] == b"abcd"  # one memory, two mappings
+        same.close()
+    finally:
+        mm.close()
+        os.unlink(path)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_averager_sums_the_slots_like_a_hand_computation(world: int) -> None:
+    """The shared-memory round of :class:`Averager` on thread ranks: weighted parameters,
+    equal-weight float buffers, integer buffers rounded back."""
+    counts = [r + 1 for r in range(world)]
+    weights = [c / sum(counts) for c in counts]
+    barrier = threading.Barrier(world)
+
+    def body(comm: Comm) -> dict[str, Any]:
+        m = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+        with torch.no_grad():
+            for p in m.parameters():
+                p.fill_(comm.rank + 1.0)
+            m[1].running_var.fill_(float(comm.rank))
+            m[1].num_batches_tracked.fill_(4 * comm.rank + 1)
+        avg = Averager(m, Backend.NCCL, world)
+        assert avg.share_memory(comm) and avg.shared
+        avg.stage()
+        barrier.wait()
+        div = avg.average(weights[comm.rank], weights)
+        barrier.wait()
+        return {
+            "w": m[0].weight.flatten().tolist(),
+            "var": m[1].running_var.tolist(),
+            "n": int(m[1].num_batches_tracked),
+            "div": div,
+            "bytes": avg.bytes_sent,
+        }
+
+    got = _ranks(world, body)
+    expect = sum(c * (r + 1) for r, c in enumerate(counts)) / sum(counts)
+    mean_rank = (world - 1) / 2
+    tracked = round(sum(4 * r + 1 for r in range(world)) / world)
+    for r, res in enumerate(got):
+        assert res["w"] == pytest.approx([expect] * 4, abs=1e-6)
+        assert res["var"] == pytest.approx([mean_rank] * 2)
+        assert res["n"] == tracked
+        assert res["div"] == pytest.approx(abs(r + 1 - expect) / expect, rel=1e-5)
+        assert res["bytes"] == (10 + 4) * 4 + 1 * 8  # params + float buffers, one int buffer
+    assert got[0]["w"] == got[-1]["w"]  # bit-identical on every rank
+
+
+def test_averager_without_every_weight_is_refused() -> None:
+    def body(comm: Comm) -> str:
+        avg = Averager(nn.Linear(2, 1), Backend.CPU, 2)
+        avg.share_memory(comm)
+        avg.stage()
+        comm.barrier()
+        with pytest.raises(ValueError, match="every rank's weight"):
+            avg.average(0.5)
+        return "ok"
+
+    assert _ranks(2, body) == ["ok", "ok"]
