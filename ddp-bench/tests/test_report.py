@@ -175,3 +175,46 @@ def test_rotation_keeps_earlier_artifacts(
     assert len({p.name for p in moved + moved2}) == 4
     assert sorted(p.read_text() for p in folder.glob("training.*.log")) == ["first\n", "second\n"]
     assert load_records(tmp_path) == []  # rotated records are not current runs
+
+
+def test_repeated_cells_compare_median_times(
+    make_record: Callable[..., RunRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--repeats 3``: rounds of every mode (not one mode's runs back to back); each cell keeps
+    its last run with every run's time, and speedups compare the medians."""
+    import ddp_bench._runner as runner
+
+    times = {"solo-0": iter([30.0, 20.0, 40.0]), "cpu-cadence": iter([25.0, 10.0, 12.0])}
+    order: list[str] = []
+
+    def fake_run_one(cfg, model, mode, hw, log=print):  # type: ignore[no-untyped-def]
+        order.append(mode)
+        r = make_record(model, mode, next(times[mode]), [90.0, 91.0])
+        save_record(r, cfg.output / model / mode)
+        return r
+
+    monkeypatch.setattr(runner, "run_one", fake_run_one)
+    argv = ["--model", "mlp", "--mode", "solo-0,cpu-cadence", "--repeats", "3"]
+    c = parse([*argv, "--output", str(tmp_path), "--report", "-"], detect=False)
+    assert execute(c) == 0
+    assert order == ["solo-0", "cpu-cadence"] * 3
+    saved = {r.mode: r for r in load_records(tmp_path)}
+    assert saved["solo-0"].repeat_train_s == pytest.approx([30.0, 20.0, 40.0])
+    assert saved["cpu-cadence"].speed_s == pytest.approx(12.0)  # median of 25, 10, 12
+    assert saved["cpu-cadence"].train_s == pytest.approx(12.0)  # the last run
+    text = render(load_records(tmp_path))
+    # median 30 over median 12
+    row = (
+        "| mlp | cpu-cadence | 12.0 | 30.0 | 2.50x | 10.00–25.00 (3 runs) | 20.00–40.00 (3 runs) |"
+    )
+    assert row in _section(text, "Speedup vs solo-0")
+    assert "ran up to 3 times, in rounds" in _section(text, "Notes")
+
+
+def test_single_runs_show_no_spread(make_record: Callable[..., RunRecord], tmp_path: Path) -> None:
+    sweep(tmp_path, make_record)
+    text = render(load_records(tmp_path))
+    assert "| mlp | cpu-cadence | 20.0 | 30.0 | 1.50x | — | — |" in _section(
+        text, "Speedup vs solo-0"
+    )
+    assert "in rounds" not in _section(text, "Notes")

@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--batch-size", help="per-rank batch size (default 64)")
     a("--lr-scale", help="learning-rate scale ratio handed to the trainer (default 1.0)")
     a("--seed", help="seed of every run (default 42)")
+    a("--repeats", help="rounds of every mode; speedups use median times (default 1)")
     a("--output", help="runs folder: <output>/<model>/<mode>/ (default runs)")
     a("--data-dir", help="dataset files and download cache (default data)")
     a("--monitor", metavar="PORT", help="serve the live dashboard on 127.0.0.1:PORT")
@@ -222,6 +223,8 @@ def _training_options(ns: argparse.Namespace) -> dict[str, Any]:
         out["lr_scale"] = _float("--lr-scale", ns.lr_scale, 0.0)
     if ns.seed is not None:
         out["seed"] = _int("--seed", ns.seed, 0)
+    if ns.repeats is not None:
+        out["repeats"] = _int("--repeats", ns.repeats, 1)
     return out
 
 
@@ -267,7 +270,8 @@ def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
     trains_by_default = ns.model is None and ns.mode is None and ns.preset is None
     devices = _resolve_devices(ns, preset, detect, cfg.devices)
     changes: dict[str, Any] = {"devices": devices, "preset": ns.preset}
-    for key in ("models", "modes", "epochs", "batches", "slowdown", "output", "validate", "train"):
+    keys = ("models", "modes", "epochs", "batches", "slowdown", "repeats", "output", "validate")
+    for key in (*keys, "train"):
         if key in preset:
             changes[key] = preset[key]
     if ns.model is not None:

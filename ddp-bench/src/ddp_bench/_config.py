@@ -38,6 +38,7 @@ class BenchConfig:
     save_baseline: bool = False
     baseline: Path = Path("baselines/baseline.json")
     tolerance: float = 0.15
+    repeats: int = 1
     slowdown: dict[int, float] = field(default_factory=dict)
     train: bool = True
     preset: str | None = None
@@ -62,6 +63,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "models": ("logistic", "mlp", "lenet"),
         "devices": ("cpu", "cpu"),
         "slowdown": {1: 2.0},
+        "repeats": 3,
         "output": Path("runs/cpu-2rank"),
         "report": str(BENCH_ROOT / "reports" / "cpu-2rank.md"),
     },
@@ -74,7 +76,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 - ``validate``: the full sweep, then the check against ``--baseline``.
 - ``report``: no training: the report of the runs saved under ``--output``.
 - ``cpu-2rank``: logistic, mlp and lenet (MNIST) in solo and all six modes on two CPU ranks,
-  rank 1 slowed 2x; the report goes to ``ddp-bench/reports/cpu-2rank.md``.
+  rank 1 slowed 2x, three rounds (speedups from median times); the report goes to
+  ``ddp-bench/reports/cpu-2rank.md``.
 """
 
 PRESET_HELP = {
@@ -82,5 +85,5 @@ PRESET_HELP = {
     "full-sweep": "every model in every mode, then the report",
     "validate": "the full sweep, then the check against --baseline",
     "report": "no training: report the runs saved under --output",
-    "cpu-2rank": "logistic/mlp/lenet, solo + six modes, 2 CPU ranks, rank 1 slowed 2x",
+    "cpu-2rank": "logistic/mlp/lenet, solo + six modes, 2 CPU ranks, rank 1 slowed 2x, 3 rounds",
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,9 @@ class RunRecord:
     throttles: int | None = None
     error: str | None = None
     eval_samples: int | None = None  # held-out samples behind each eval (absent in old records)
+    repeat_train_s: list[float] | None = None
+    """``--repeats``: the training times of every complete run of this cell in the invocation,
+    in run order (this record is the last run's); absent for a single run."""
 
     @property
     def final_loss(self) -> float | None:
@@ -104,6 +108,14 @@ class RunRecord:
         so a short run on spawned ranks is compared fairly with one in-process)."""
         times = [e.epoch_ms for e in self.epochs if e.epoch_ms is not None]
         return sum(times) / 1000 if times else self.total_s
+
+    @property
+    def speed_s(self) -> float:
+        """The training time speed comparisons use: the median over ``--repeats`` runs, else
+        this run's :attr:`train_s`."""
+        if self.repeat_train_s:
+            return float(statistics.median(self.repeat_train_s))
+        return self.train_s
 
     @property
     def syncs(self) -> int | None:

@@ -111,9 +111,9 @@ def _hardware(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
     rows = []
     for model in ix.by_model:
         s0, s1 = ix.get(model, "solo-0"), ix.get(model, "solo-1")
-        ratio = f"{s1.train_s / s0.train_s:.2f}x" if s0 and s1 and s0.train_s else "—"
+        ratio = f"{s1.speed_s / s0.speed_s:.2f}x" if s0 and s1 and s0.speed_s else "—"
         rows.append(
-            [model, _f(s0.train_s if s0 else None, 1), _f(s1.train_s if s1 else None, 1), ratio]
+            [model, _f(s0.speed_s if s0 else None, 1), _f(s1.speed_s if s1 else None, 1), ratio]
         )
     return out + _table(["Model", "solo-0 (s)", "solo-1 (s)", "Ratio"], rows)
 
@@ -157,6 +157,15 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
         "one device as with several); `Wall (s)` adds process start-up and evaluation. On a "
         "shared machine both are noisy. CPU runs train on one thread per rank, solo runs too."
     )
+    repeated = [r for r in records if r.repeat_train_s and len(r.repeat_train_s) > 1]
+    if repeated:
+        n = max(len(r.repeat_train_s or ()) for r in repeated)
+        out.append(
+            f"- Each cell ran up to {n} times, in rounds (every mode once per round, so a "
+            "drift of the machine reaches every mode alike): `Total (s)` and the speedups use "
+            "the median training time of a cell's runs; losses, evals and every other column "
+            "are its last run's."
+        )
     out.append(
         "- `vs Ref` is the eval minus the published target of §13 (the reference's long "
         "runs); short runs are not expected to reach it."
@@ -205,7 +214,7 @@ def _results(ix: _Index) -> list[str]:
                     _f(r.final_loss),
                     _f(ev),
                     ref,
-                    _f(r.train_s, 1),
+                    _f(r.speed_s, 1),
                     _f(r.total_s, 1),
                     str(r.syncs) if r.syncs is not None else "—",
                     _f(r.avg_sync_ms, 1),
@@ -241,8 +250,8 @@ def _best(ix: _Index) -> list[str]:
                     else r.final_eval <= ref * (1 + BEST_WITHIN)
                 )
             ]
-            f = min(ok, key=lambda r: r.train_s)
-            fastest = f"{_tag(f)} ({f.train_s:.1f} s, eval {f.final_eval:.4f})"
+            f = min(ok, key=lambda r: r.speed_s)
+            fastest = f"{_tag(f)} ({f.speed_s:.1f} s, eval {f.final_eval:.4f})"
         rows.append([model, f"{_tag(best)} ({best.final_eval:.4f})", fastest])
     return _table(["Model", "Best eval", "Fastest within 2% of solo-0's eval"], rows)
 
@@ -274,8 +283,16 @@ def _loss_cells(r: RunRecord, solo: RunRecord) -> list[str]:
 
 
 def _speed_cells(r: RunRecord, solo: RunRecord) -> list[str]:
-    ratio = f"{solo.train_s / r.train_s:.2f}x" if r.train_s else "—"
-    return [_f(r.train_s, 1), _f(solo.train_s, 1), ratio]
+    ratio = f"{solo.speed_s / r.speed_s:.2f}x" if r.speed_s else "—"
+    return [_f(r.speed_s, 1), _f(solo.speed_s, 1), ratio, _spread(r), _spread(solo)]
+
+
+def _spread(r: RunRecord) -> str:
+    """``lo–hi`` of a repeated cell's training times, ``—`` for a single run."""
+    t = r.repeat_train_s
+    if not t or len(t) < 2:
+        return "—"
+    return f"{min(t):.2f}–{max(t):.2f} ({len(t)} runs)"
 
 
 def _trajectory(ix: _Index) -> list[str]:
@@ -428,7 +445,17 @@ def render(records: Sequence[RunRecord], *, title: str = "ddp-bench report") -> 
         ),
         "Per-Epoch Loss Trajectory": _trajectory(ix),
         "Speedup vs solo-0": _vs_solo(
-            ix, _speed_cells, ["Model", "Mode", "Total (s)", "solo-0 (s)", "Speedup"]
+            ix,
+            _speed_cells,
+            [
+                "Model",
+                "Mode",
+                "Total (s)",
+                "solo-0 (s)",
+                "Speedup",
+                "Mode runs (s)",
+                "solo-0 runs (s)",
+            ],
         ),
         "VRAM Usage": _vram(ordered),
         "Idle Analysis": _idle(ordered),
