@@ -209,6 +209,7 @@ def test_repeated_cells_compare_median_times(
     )
     assert row in _section(text, "Speedup vs solo-0")
     assert "ran up to 3 times, in rounds" in _section(text, "Notes")
+    assert "2 cells, 6 runs, generated" in text
 
 
 def test_single_runs_show_no_spread(make_record: Callable[..., RunRecord], tmp_path: Path) -> None:

@@ -287,6 +287,14 @@ def _speed_cells(r: RunRecord, solo: RunRecord) -> list[str]:
     return [_f(r.speed_s, 1), _f(solo.speed_s, 1), ratio, _spread(r), _spread(solo)]
 
 
+def _count(records: Sequence[RunRecord]) -> str:
+    """``N run(s)``, or ``N cells, M runs`` when cells were repeated."""
+    runs = sum(max(1, len(r.repeat_train_s or ())) for r in records)
+    if runs == len(records):
+        return f"{runs} run(s)"
+    return f"{len(records)} cells, {runs} runs"
+
+
 def _spread(r: RunRecord) -> str:
     """``lo–hi`` of a repeated cell's training times, ``—`` for a single run."""
     t = r.repeat_train_s
@@ -467,7 +475,7 @@ def render(records: Sequence[RunRecord], *, title: str = "ddp-bench report") -> 
     lines = [
         f"# {title}",
         "",
-        f"{len(records)} run(s), generated {when} by `python -m ddp_bench`.",
+        f"{_count(records)}, generated {when} by `python -m ddp_bench`.",
         "",
     ]
     for name in SECTIONS:
