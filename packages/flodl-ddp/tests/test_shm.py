@@ -153,3 +153,22 @@ def test_averager_without_every_weight_is_refused() -> None:
         return "ok"
 
     assert _ranks(2, body) == ["ok", "ok"]
+
+
+def test_a_full_shm_folder_keeps_gloo_and_leaves_no_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """posix_fallocate failing (a full /dev/shm) is refused up front, not a SIGBUS later."""
+    import errno
+
+    import flodl_ddp._shm as shm
+
+    monkeypatch.setattr(shm, "_shm_dir", lambda: str(tmp_path))
+
+    def full(fd: int, offset: int, size: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
+    got = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=True))
+    assert got == [None, None]
+    assert list(tmp_path.iterdir()) == []

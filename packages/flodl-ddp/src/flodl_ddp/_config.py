@@ -72,8 +72,10 @@ class TrainerConfig(_RunOptions):
         bf16_wire: send bfloat16 instead of float32 on the ``cpu`` backend (half the bytes).
         shared_memory: cadence / async with every rank on one machine and the averaging buffer
             in host memory (CPU ranks, or the ``cpu`` backend): average through a shared-memory
-            file instead of gloo (a 2-rank round measured 3-7x faster on a 2-core host).
-            Ranks on several hosts, or ``bf16_wire``, keep gloo; ``False`` keeps it always.
+            file instead of gloo (a 2-rank round measured 3-7x faster on a 2-core host). The
+            file holds one copy of the weights per rank, in ``/dev/shm``; when it does not fit
+            there, or the ranks span several hosts, or with ``bf16_wire``, the ranks keep gloo.
+            ``False`` keeps gloo always.
         anchor: ElChe's initial anchor (batches of the slowest rank per averaging window).
         max_anchor: upper bound of the anchor's auto-tuning.
         min_anchor: lower bound (default: the initial anchor).

@@ -9,8 +9,9 @@ and each rank sums the slots itself, in rank order, so every rank gets the same 
 
 The file lives in ``/dev/shm`` (else the temp folder) under a random name and is unlinked as soon
 as every rank has mapped it: nothing is left behind, even when a rank dies. Ranks on other hosts
-cannot find it (or find a different file: a random nonce in the header tells), and then every
-rank keeps gloo.
+cannot find it (or find a different file: a random nonce in the header tells), and a folder too
+small for ``world`` copies of the model refuses the file up front; in both cases every rank
+keeps gloo.
 
 Reuse is safe without a further barrier: a rank rewrites its slot at its next window end, after
 the round's closing exchange, which no rank passes before every rank has read all slots.
@@ -119,7 +120,12 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
     tells the other ranks where it is."""
     fd, path = tempfile.mkstemp(prefix="flodl-ddp-", suffix=".shm", dir=_shm_dir())
     try:
-        os.ftruncate(fd, size)
+        if hasattr(os, "posix_fallocate"):
+            # Reserve the pages now: a full /dev/shm (64 MB in a default container) fails
+            # here and the ranks keep gloo, instead of a SIGBUS at the first write mid-run.
+            os.posix_fallocate(fd, 0, size)
+        else:
+            os.ftruncate(fd, size)
         mm = mmap.mmap(fd, size)
     except OSError:
         os.close(fd)
