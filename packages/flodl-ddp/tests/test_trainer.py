@@ -294,6 +294,29 @@ def test_overshoot_grows_and_resets() -> None:
     assert fixed.current == 4
 
 
+@pytest.mark.parametrize(
+    ("async_", "calibrated", "fixed", "expect"),
+    [
+        (False, True, None, (False, 12)),  # calibrated cadence: run the count, then meet
+        (False, False, None, (True, 12)),  # cadence probe: keep going, up to one more count
+        (True, True, None, (True, 2)),  # async: the automatic overshoot
+        (True, False, None, (True, 12)),  # async probe: the overshoot covers a whole count
+        (True, False, 1, (True, 1)),  # ... unless the user fixed it
+    ],
+)
+def test_when_a_rank_waits_for_the_others(
+    async_: bool, calibrated: bool, fixed: int | None, expect: tuple[bool, int]
+) -> None:
+    from types import SimpleNamespace
+
+    from flodl_ddp._rank import RankEngine
+
+    engine = SimpleNamespace(
+        elche=SimpleNamespace(calibrated=calibrated), overshoot=Overshoot(fixed, 50)
+    )
+    assert RankEngine._waiting(engine, async_, 12) == expect  # type: ignore[arg-type]
+
+
 def test_no_guard_object_is_accepted() -> None:
     assert _builder().guard(NoGuard()).build_config().guard is not None
 
