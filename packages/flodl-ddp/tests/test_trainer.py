@@ -26,6 +26,7 @@ from flodl_ddp import (
     TrainerConfig,
     record_scalar,
 )
+from flodl_ddp._config import check_config
 from flodl_ddp._policy import Overshoot, auto_overshoot
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,12 +60,21 @@ def _builder(n: int = 256, epochs: int = 2, step: Any = fx.mse_step) -> Any:
         (lambda b: b.partition_ratios([]), "partition_ratios"),
         (lambda b: b.guard(object()), "guard must have a report() method"),
         (lambda b: b.devices([]), "devices is empty"),
+        (lambda b: b.shared_memory("no"), "shared_memory takes True or False, got 'no'"),
+        (lambda b: b.bf16_wire(1), "bf16_wire takes True or False, got 1"),
     ],
 )
 def test_builder_refuses_bad_values(call: Any, needle: str) -> None:
     with pytest.raises(ConfigError) as info:
         call(_builder())
     assert needle in str(info.value)
+
+
+def test_config_refuses_a_non_bool_switch() -> None:
+    cfg = TrainerConfig(dataset=(torch.zeros(8, 2),), batch_size=2, num_epochs=1)
+    cfg.timeline = "yes"  # type: ignore[assignment]
+    with pytest.raises(ConfigError, match="timeline must be True or False, got 'yes'"):
+        check_config(cfg)
 
 
 def test_unknown_mode_lists_all_six() -> None:
