@@ -60,8 +60,8 @@ def _builder(n: int = 256, epochs: int = 2, step: Any = fx.mse_step) -> Any:
         (lambda b: b.partition_ratios([]), "partition_ratios"),
         (lambda b: b.guard(object()), "guard must have a report() method"),
         (lambda b: b.devices([]), "devices is empty"),
-        (lambda b: b.shared_memory("no"), "shared_memory takes True or False, got 'no'"),
-        (lambda b: b.bf16_wire(1), "bf16_wire takes True or False, got 1"),
+        (lambda b: b.shared_memory("no"), "shared_memory must be True or False, got 'no'"),
+        (lambda b: b.bf16_wire(1), "bf16_wire must be True or False, got 1"),
     ],
 )
 def test_builder_refuses_bad_values(call: Any, needle: str) -> None:

@@ -205,10 +205,7 @@ class Averager:
             total = torch.zeros_like(self._slots.slots[0][1])
             for _, ints in self._slots.slots:
                 total.add_(ints * inv)
-            for b, t in zip(
-                self.int_buffers, total.split([b.numel() for b in self.int_buffers]), strict=True
-            ):
-                b.copy_(t.view_as(b).round().to(b.dtype))
+            self._set_int_buffers(total.split([b.numel() for b in self.int_buffers]))
 
     @torch.no_grad()
     def average(self, weight: float, weights: Sequence[float] | None = None) -> float:
@@ -285,8 +282,12 @@ class Averager:
             ibuf = [t.to(self.int_buffers[0].device) for t in ibuf]
         all_reduce_buckets(ibuf, op=dist.ReduceOp.SUM)
         self.bytes_sent += sum(t.numel() * t.element_size() for t in ibuf)
-        for b, t in zip(self.int_buffers, ibuf, strict=True):
-            b.copy_(t.round().to(b.dtype))
+        self._set_int_buffers(ibuf)
+
+    def _set_int_buffers(self, averaged: Sequence[Tensor]) -> None:
+        """The integer buffers := their float64 averages, rounded back (flat or shaped)."""
+        for b, t in zip(self.int_buffers, averaged, strict=True):
+            b.copy_(t.view_as(b).round().to(b.dtype))
 
     def final_params(self) -> list[Tensor] | None:
         """The consensus to report as the run's result when the replicas differ (EASGD)."""

@@ -152,6 +152,13 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def check_bool(name: str, value: object) -> bool:
+    """``value`` if it is ``True`` or ``False`` (a switch given ``"no"`` would read as on)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def check_int(name: str, value: object, low: int, *, optional: bool = False) -> None:
     """``value`` must be an int >= ``low`` (or ``None`` when ``optional``)."""
     if optional and value is None:
@@ -214,8 +221,7 @@ def check_config(cfg: TrainerConfig, *, need_epochs: bool = True) -> Mode:
     check_int("batch_size", cfg.batch_size, 1)
     check_int("num_epochs", cfg.num_epochs, 1, optional=not need_epochs)
     for flag in ("bf16_wire", "shared_memory", "meta_controller", "elche_relax_up", "timeline"):
-        if not isinstance(getattr(cfg, flag), bool):
-            raise ConfigError(f"{flag} must be True or False, got {getattr(cfg, flag)!r}")
+        check_bool(flag, getattr(cfg, flag))
     check_int("anchor", cfg.anchor, 1)
     check_int("max_anchor", cfg.max_anchor, 1)
     check_int("min_anchor", cfg.min_anchor, 1, optional=True)

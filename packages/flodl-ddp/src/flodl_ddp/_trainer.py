@@ -38,6 +38,7 @@ from flodl_core import ConfigError
 from ._config import (
     DdpConfig,
     TrainerConfig,
+    check_bool,
     check_callable,
     check_config,
     check_float,
@@ -130,12 +131,12 @@ class TrainerBuilder:
 
     def bf16_wire(self, on: bool = True) -> TrainerBuilder:
         """cpu backend: send bfloat16 over gloo (half the bytes, sums rounded to bf16)."""
-        return self._set(bf16_wire=_flag("bf16_wire", on))
+        return self._set(bf16_wire=check_bool("bf16_wire", on))
 
     def shared_memory(self, on: bool = True) -> TrainerBuilder:
         """Same-host cadence / async averaging through shared memory instead of gloo (on by
         default; ranks on several hosts keep gloo whatever this says)."""
-        return self._set(shared_memory=_flag("shared_memory", on))
+        return self._set(shared_memory=check_bool("shared_memory", on))
 
     def threads_per_rank(self, n: int) -> TrainerBuilder:
         """torch threads per rank (default 1 on CPU ranks). With one device the run trains on a
@@ -216,13 +217,13 @@ class TrainerBuilder:
 
     def meta_controller(self, on: bool = True) -> TrainerBuilder:
         """Turn on the LR-aware meta-controller (shrinks the anchor at LR cliffs)."""
-        return self._set(meta_controller=_flag("meta_controller", on))
+        return self._set(meta_controller=check_bool("meta_controller", on))
 
     def elche_relax_up(self, on: bool = True) -> TrainerBuilder:
         """After each averaging the guard calls stable, grow the anchor by one toward
         ``max_anchor`` (longer windows, fewer averagings), unless the fastest rank's count would
         then lead the anchor by more than ``max_batch_diff``."""
-        return self._set(elche_relax_up=_flag("elche_relax_up", on))
+        return self._set(elche_relax_up=check_bool("elche_relax_up", on))
 
     def easgd_alpha(self, alpha: float) -> TrainerBuilder:
         """cpu-async only: ``W := (1 - alpha) W + alpha W_avg`` at each averaging, alpha in
@@ -275,7 +276,7 @@ class TrainerBuilder:
 
     def timeline(self, on: bool = True) -> TrainerBuilder:
         """Record per-rank compute / sync / idle spans; read them with ``handle.timeline()``."""
-        return self._set(timeline=_flag("timeline", on))
+        return self._set(timeline=check_bool("timeline", on))
 
     # ---- checkpoints --------------------------------------------------------------------------
 
@@ -443,10 +444,3 @@ class Trainer:
         from ._session import DdpSession
 
         return DdpSession(model, optim_factory, config)
-
-
-def _flag(name: str, on: object) -> bool:
-    """A builder switch: ``True`` or ``False`` only (``"no"`` would otherwise read as on)."""
-    if not isinstance(on, bool):
-        raise ConfigError(f"{name} takes True or False, got {on!r}")
-    return on
