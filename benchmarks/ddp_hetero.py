@@ -2,7 +2,7 @@
 against plain per-batch ``torch.nn.parallel.DistributedDataParallel``.
 
 Two CPU ranks (one torch thread each) train the same MLP classifier on the same synthetic
-data; rank 1 is slowed 2x by the slowdown hook (it busy-waits as long as each batch took),
+data; rank 1 is slowed 2x by the slowdown hook (it sleeps as long as its batches took, in pieces),
 standing in for an older processor next to a newer one. Every run sees the same number of
 samples (``--epochs`` passes over ``--samples``), so the final held-out loss is compared at
 equal samples.
@@ -112,6 +112,8 @@ def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epoc
             loss.backward()
             opt.step()
             slow.after_batch(t_batch)  # flodl's own slowdown hook (active on rank 1 only)
+    slow.settle()  # what rank 1 still owes, as flodl's ranks pay it before their epoch ends
+    dist.barrier()
     seconds = time.perf_counter() - t
     if rank == 0:
         state = {k: v.detach().clone() for k, v in model.module.state_dict().items()}

@@ -257,10 +257,22 @@ class RankEngine:
         return RankWork(
             plan,
             self.rank,
-            claim=lambda: self.comm.counter(key, 1) - 1,
+            claim=lambda: self._claim(key),
             peek=lambda: self.comm.counter(key, 0),
             open_block=open_block,
         )
+
+    def _claim(self, key: str) -> int:
+        self._settle_slowdown()  # claims in the order the ranks' clocks say
+        return self.comm.counter(key, 1) - 1
+
+    def _settle_slowdown(self) -> None:
+        """Pay the slowdown's debt before this rank does something the others can see (see
+        :mod:`._slowdown`); the pause counts as this rank's compute."""
+        if self.slowdown.owed > 0:
+            t = now()
+            self.slowdown.settle()
+            self._compute_s += now() - t
 
     # ---- the step -----------------------------------------------------------------------------
 
@@ -342,6 +354,7 @@ class RankEngine:
             yield from self._run_batch(next(it))
             self.global_step += self.world
             self._advance_schedule()
+        self._settle_slowdown()
         led = self.ledger
         led.flush_loss(steps)
         led.compute += self._compute_s
@@ -386,6 +399,7 @@ class RankEngine:
                 if done >= mine:
                     if not waits:
                         break
+                    self._settle_slowdown()
                     n_ready = self.comm.counter(ready_key, 0 if marked else 1)
                     marked = True
                     if n_ready >= self.world or done - mine >= limit:
@@ -401,6 +415,7 @@ class RankEngine:
                     break
                 yield from self._run_batch(batch)
                 done += 1
+            self._settle_slowdown()
             more = work.has_more()
             if waits and not marked:
                 self.comm.counter(ready_key, 1)
