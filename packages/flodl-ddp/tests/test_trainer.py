@@ -339,3 +339,26 @@ def test_summary_line_under_torchrun_counts_the_whole_world() -> None:
     assert summary_line(["cpu", "cpu"], mode).startswith("  ddp: 2 ranks (homogeneous) | cpu")
     line = summary_line(["cpu"], mode, world=4)
     assert line.startswith("  ddp: 4 ranks under torchrun | this node: cpu |"), line
+
+
+def test_a_slowed_rank_pays_what_it_owes_before_it_claims_pool_work() -> None:
+    # The others see a rank's clock through its claims: the debt is paid first, as compute.
+    import time
+    from types import MethodType, SimpleNamespace
+
+    from flodl_ddp._rank import RankEngine
+    from flodl_ddp._slowdown import Slowdown
+
+    slow = Slowdown(2.0, torch.device("cpu"), pay_every_s=1.0)
+    slow.after_batch(time.perf_counter() - 0.005)  # owes 5 ms, below the piece
+    seen: list[float] = []
+
+    def counter(key: str, add: int) -> int:
+        seen.append(slow.owed)
+        return 4
+
+    engine = SimpleNamespace(slowdown=slow, comm=SimpleNamespace(counter=counter), _compute_s=0.0)
+    engine._settle_slowdown = MethodType(RankEngine._settle_slowdown, engine)
+    assert RankEngine._claim(engine, "pool1") == 3  # type: ignore[arg-type]
+    assert seen == [0.0]  # nothing owed any more when the store saw the claim
+    assert engine._compute_s >= 0.005
