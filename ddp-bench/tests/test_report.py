@@ -90,6 +90,27 @@ def test_notes_give_the_accuracy_standard_error(
     assert notes.count("held-out images") == 1
 
 
+def test_notes_say_how_a_slowed_rank_is_slowed_only_when_one_was(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    save_record(make_record("mlp", "solo-0", 30.0, [90.0]), tmp_path / "mlp" / "solo-0")
+    assert "sleeps it in pieces" not in _section(render(load_records(tmp_path)), "Notes")
+    ddp = make_record("mlp", "cpu-async", 20.0, [90.0])  # rank 1 slowed 2x
+    save_record(ddp, tmp_path / "mlp" / "cpu-async")
+    notes = _section(render(load_records(tmp_path)), "Notes")
+    assert "sleeps it in pieces of 20 ms or more" in notes
+
+
+def test_models_come_in_their_own_order_whatever_the_load_order(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    # loaded sorted by folder name (lenet, logistic, mlp), listed as the model table has them
+    for model in ("mlp", "lenet", "logistic"):
+        save_record(make_record(model, "solo-0", 30.0, [90.0]), tmp_path / model / "solo-0")
+    results = _section(render(load_records(tmp_path)), "Per-Model Results")
+    assert re.findall(r"^### (\w+)$", results, re.M) == ["logistic", "mlp", "lenet"]
+
+
 def test_report_of_empty_folder_still_has_sections(make_record: Callable[..., RunRecord]) -> None:
     text = render([])
     assert re.findall(r"^## (.+)$", text, re.M) == list(SECTIONS)

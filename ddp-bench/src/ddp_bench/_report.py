@@ -6,7 +6,10 @@ import datetime
 import math
 from collections.abc import Callable, Sequence
 
+from flodl_ddp._slowdown import PAY_EVERY_S
+
 from ._record import RunRecord
+from .models import MODEL_NAMES
 
 SECTIONS = (
     "Hardware",
@@ -48,6 +51,10 @@ def _mode_key(r: RunRecord) -> tuple[int, str]:
     return (MODE_ORDER.index(r.mode) if r.mode in MODE_ORDER else len(MODE_ORDER), r.mode)
 
 
+def _model_key(r: RunRecord) -> tuple[int, str]:
+    return (MODEL_NAMES.index(r.model) if r.model in MODEL_NAMES else len(MODEL_NAMES), r.model)
+
+
 def _tag(r: RunRecord) -> str:
     """The mode cell: the mode, marked when its data was synthetic."""
     return f"{r.mode} [synthetic]" if r.synthetic else r.mode
@@ -60,11 +67,11 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 class _Index:
-    """Records grouped by model (first-seen order) and mode."""
+    """Records grouped by model (§13's order, whatever order they were loaded in) and mode."""
 
     def __init__(self, records: Sequence[RunRecord]) -> None:
         self.by_model: dict[str, list[RunRecord]] = {}
-        for r in records:
+        for r in sorted(records, key=_model_key):
             self.by_model.setdefault(r.model, []).append(r)
         for runs in self.by_model.values():
             runs.sort(key=_mode_key)
@@ -165,6 +172,14 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
             "drift of the machine reaches every mode alike): `Total (s)` and the speedups use "
             "the median training time of a cell's runs; losses, evals and every other column "
             "are its last run's."
+        )
+    if any(r.slowdown for r in records):
+        out.append(
+            "- A slowed rank (`--slowdown`) owes `factor - 1` times each batch's compute and "
+            f"sleeps it in pieces of {PAY_EVERY_S * 1000:g} ms or more, always before it talks "
+            "to the other ranks: "
+            "it stands in for a slower device without taking cycles from the others. The "
+            "solo-1 / solo-0 ratio above is what the slowdown came to on this machine."
         )
     out.append(
         "- `vs Ref` is the eval minus the published target of §13 (the reference's long "
