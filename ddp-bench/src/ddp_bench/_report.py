@@ -177,9 +177,9 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
         out.append(
             "- A slowed rank (`--slowdown`) owes `factor - 1` times each batch's compute and "
             f"sleeps it in pieces of {PAY_EVERY_S * 1000:g} ms or more, always before it talks "
-            "to the other ranks: "
-            "it stands in for a slower device without taking cycles from the others. The "
-            "solo-1 / solo-0 ratio above is what the slowdown came to on this machine."
+            "to the other ranks: it stands in for a slower device without taking cycles from "
+            "the others. The solo-1 / solo-0 ratio above is what the slowdown came to on this "
+            "machine."
         )
     out.append(
         "- `vs Ref` is the eval minus the published target of §13 (the reference's long "

@@ -27,7 +27,7 @@ def test_pause_lasts_factor_minus_one_batches_asleep() -> None:
     assert cpu < 0.5 * pause
 
 
-def test_small_batches_are_owed_and_paid_and_pays_in_one_piece() -> None:
+def test_small_batches_are_owed_then_paid_in_one_piece() -> None:
     s = Slowdown(2.0, torch.device("cpu"), pay_every_s=0.03)
     t = time.perf_counter()
     assert s.after_batch(t - 0.01) == 0.0  # owes 10 ms: below the piece, nothing paid yet

@@ -399,7 +399,8 @@ class RankEngine:
                 if done >= mine:
                     if not waits:
                         break
-                    self._settle_slowdown()
+                    if not marked:  # saying "ready" shows this rank's clock; polling does not
+                        self._settle_slowdown()
                     n_ready = self.comm.counter(ready_key, 0 if marked else 1)
                     marked = True
                     if n_ready >= self.world or done - mine >= limit:

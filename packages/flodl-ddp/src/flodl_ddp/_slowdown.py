@@ -73,7 +73,7 @@ class Slowdown:
 
     def settle(self) -> float:
         """Pay everything owed now, asleep; returns those seconds."""
-        pause, self.owed = self.owed, 0.0
+        pause, self.owed = self.owed, 0.0  # never negative: batches add durations >= 0
         if pause > 0:
             time.sleep(pause)
-        return max(pause, 0.0)
+        return pause
