@@ -131,6 +131,14 @@ def test_dominance_margin() -> None:
     assert e.counts == [10, 11, 22]
 
 
+def test_outpaces_slow_cohort() -> None:
+    e = ElChe(3)
+    assert not any(e.outpaces_slow_cohort(r) for r in range(3))  # nothing measured yet
+    # 19, 20, 16.9 ms a batch: the cohort is ms >= 0.85·20 = 17 → {0, 1}; 16.9 is below it
+    e.report_timing([190.0, 200.0, 169.0], [10, 10, 10], 0.0)
+    assert [e.outpaces_slow_cohort(r) for r in range(3)] == [False, False, True]
+
+
 def test_no_election_during_warmup() -> None:
     # the hint is wrong: rank 2 is the fastest
     e = ElChe(3, speed_hint=(2, 2.0))

@@ -26,9 +26,10 @@ def _round(relax_up: bool, guard: object) -> AveragingRound:
     )  # type: ignore[arg-type]
 
 
-def _feed(r: AveragingRound) -> None:
-    # window compute ms, divergence, sync ms per rank: rank 1 twice as slow per batch
-    r._feed([20, 10], [[100.0, 0.001, 1.0, 1.5], [100.0, 0.001, 1.0, 1.5]], False, 0.1, _ledger())
+def _feed(r: AveragingRound, boundary_ms: float = 1.5, cut: bool = False) -> None:
+    # window compute ms, divergence, sync ms, boundary ms per rank: rank 1 twice as slow a batch
+    stats = [[100.0, 0.001, 1.0, boundary_ms], [100.0, 0.001, 1.0, boundary_ms]]
+    r._feed([20, 10], stats, False, cut, 0.1, _ledger())
 
 
 def _ledger() -> EpochLedger:
@@ -69,3 +70,14 @@ def test_relax_up_waits_for_a_stable_verdict() -> None:
 def test_builder_passes_relax_up_to_the_config(on: bool) -> None:
     b = Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step).elche_relax_up(on)
     assert b.build_config().elche_relax_up is on
+
+
+@pytest.mark.parametrize(("cut", "anchor"), [(False, 30), (True, 10)])
+def test_a_window_cut_short_by_the_epoch_end_never_grows_the_anchor(cut: bool, anchor: int) -> None:
+    r = _round(False, NoGuard())
+    r.elche.max_anchor = 200
+    for _ in range(4):
+        _feed(r)  # Probe, Warmup: no auto-tune before Stable (5 calibrations)
+    # overhead = boundary / longest compute = 30 / 100 = 0.3 > target 0.10 → ceil(10·0.3/0.1) = 30
+    _feed(r, boundary_ms=30.0, cut=cut)
+    assert r.elche.anchor == anchor

@@ -218,6 +218,15 @@ class ElChe:
         """Each rank's smoothed milliseconds per batch (mean of its window; ``None`` if empty)."""
         return [sum(w) / len(w) if w else None for w in self._windows]
 
+    def outpaces_slow_cohort(self, rank: int) -> bool:
+        """Whether ``rank``'s batches are calibrated as shorter than the slow cohort's (its
+        smoothed ms per batch below ``(1 - COHORT_BAND)`` times the slowest). ``False`` before
+        calibration, when nothing is known."""
+        if not self.calibrated or any(s is None for s in self._smoothed):
+            return False
+        slowest = max(self._smoothed)  # type: ignore[type-var]
+        return self._smoothed[rank] < (1.0 - COHORT_BAND) * slowest  # type: ignore[operator]
+
     @property
     def overhead(self) -> float | None:
         """The last measured ``sync_ms / max(wall_ms)`` (``None`` before any)."""

@@ -28,6 +28,7 @@ from ._comm import Comm
 from ._config import TrainerConfig, check_slowdown
 from ._elche import ElChe
 from ._errors import DdpError
+from ._gate import WindowGate
 from ._handle import TrainedState, state_of
 from ._ledger import EpochLedger, now
 from ._metrics import EpochMetrics, ScalarSink, combine_ranks, run_eval
@@ -389,28 +390,16 @@ class RankEngine:
             self.window += 1
             mine = self.elche.counts[self.rank]
             waits, limit = self._waiting(async_, mine)
-            ready_key = f"rdy{self.window}"
+            gate = WindowGate(
+                self.comm, self.world, self.window, mine, waits=waits, limit=limit,
+                max_batch_diff=self.cfg.max_batch_diff,
+                fill_late=async_ and self.elche.outpaces_slow_cohort(self.rank),
+                settle=self._settle_slowdown,
+            )  # fmt: skip
             w_start = now()
             self._compute_s = 0.0
             done = 0
-            marked = False
-            throttled = False
-            while True:
-                if done >= mine:
-                    if not waits:
-                        break
-                    if not marked:  # saying "ready" shows this rank's clock; polling does not
-                        self._settle_slowdown()
-                    n_ready = self.comm.counter(ready_key, 0 if marked else 1)
-                    marked = True
-                    if n_ready >= self.world or done - mine >= limit:
-                        break
-                    if (
-                        self.cfg.max_batch_diff is not None
-                        and done - mine >= self.cfg.max_batch_diff
-                    ):
-                        throttled = True
-                        break
+            while gate.keep_going(done):
                 batch = work.next()
                 if batch is None:  # this rank's share of the epoch is done
                     break
@@ -418,10 +407,9 @@ class RankEngine:
                 done += 1
             self._settle_slowdown()
             more = work.has_more()
-            if waits and not marked:
-                self.comm.counter(ready_key, 1)
+            gate.stop()
             result = self.rounds.close(
-                self.window, done, more, self._compute_s, throttled, self._lr(), self.ledger,
+                self.window, done, more, self._compute_s, gate.throttled, self._lr(), self.ledger,
                 w_start,
             )  # fmt: skip
             finished = result.finished

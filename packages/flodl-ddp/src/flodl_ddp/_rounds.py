@@ -12,7 +12,8 @@ The round then, in the same order on every rank:
    sync: what the window boundary cost, as a blocking collective would measure it), and feeds
    these numbers, identical on every rank, to the guard, ElChe (whose overhead is the slowest
    rank's boundary time over the longest compute time), the meta-controller and the async
-   overshoot.
+   overshoot. The last window of an epoch, cut short where a rank's data ran out, never grows
+   ElChe's anchor: its overhead reading is a short window's, not the anchor's.
 
 So every rank leaves the round with the same counts, anchor and "epoch finished" verdict.
 """
@@ -27,6 +28,7 @@ import torch
 from ._average import Averager
 from ._comm import Comm
 from ._elche import ElChe
+from ._gate import gate_keys
 from ._ledger import EpochLedger, now
 from ._policy import Overshoot
 from ._verdicts import GuardStep
@@ -93,6 +95,9 @@ class AveragingRound:
         got = self.comm.exchange("n", [float(done), 1.0 if more else 0.0])
         actual = [int(v[0]) for v in got]
         finished = not any(v[1] for v in got)
+        # A rank whose share of the epoch ran out ran a short window and then waited: its
+        # boundary over so little compute says nothing about how long a window should be.
+        cut = not all(v[1] for v in got)
         idle_end = now()
         total = sum(actual)
         weights = [a / total if total > 0 else 1.0 / self.world for a in actual]
@@ -106,8 +111,9 @@ class AveragingRound:
         boundary_ms = (sync_end - compute_end) * 1000.0
         stats = self.comm.exchange("s", [compute_s * 1000.0, div, sync_ms, boundary_ms])
         if self.rank == 0 and window > 2:
-            self.comm.delete(f"rdy{window - 2}")
-        self._feed(actual, stats, throttled, lr, ledger)
+            for key in gate_keys(window - 2):
+                self.comm.delete(key)
+        self._feed(actual, stats, throttled, cut, lr, ledger)
         ledger.compute += compute_s
         ledger.idle += idle_end - staged
         ledger.sync += sync_ms / 1000.0
@@ -126,10 +132,12 @@ class AveragingRound:
         actual: list[int],
         stats: list[list[float]],
         throttled: bool,
+        cut: bool,
         lr: float,
         ledger: EpochLedger,
     ) -> None:
-        """The round's numbers (identical on every rank) to guard, ElChe, meta, overshoot."""
+        """The round's numbers (identical on every rank) to guard, ElChe, meta, overshoot.
+        A window cut short by the epoch's end (``cut``) never grows the anchor."""
         walls = [s[0] for s in stats]
         divs = [s[1] for s in stats]
         sync_ms = max(s[2] for s in stats)
@@ -141,7 +149,8 @@ class AveragingRound:
             elche.nudge_anchor_down(verdict.nudge)
         elif verdict.stable and elche.relax_up:
             elche.relax_anchor_up()
-        elche.report_timing(walls, actual, boundary_ms, allow_growth=verdict.allow_growth)
+        grow = verdict.allow_growth and not cut
+        elche.report_timing(walls, actual, boundary_ms, allow_growth=grow)
         if self.meta is not None:
             factor = self.meta.observe(lr, elche.anchor, verdict.action, elche.phase)
             if factor is not None:

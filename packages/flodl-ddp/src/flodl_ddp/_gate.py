@@ -1,0 +1,105 @@
+"""When a cadence or async rank that has run its window's count stops and goes to the round.
+
+- A rank that does not wait (calibrated cadence) stops at its count.
+- A rank that waits (async; cadence's probe windows) says "ready" through a store counter once
+  it has run its count, then keeps training until every rank is ready, or it has run ``limit``
+  extra batches, or it leads by ``max_batch_diff`` (*throttled*).
+- Async only: the others learn that every rank is ready when their batch in flight ends. The
+  rank whose "ready" completed the set fills that wait with batches of its own, if it is faster
+  than the slow cohort, until every other rank has stopped; they then wait for at most one of
+  its shorter batches instead of it idling through the rest of a slow batch. Its extra batches
+  count in the weighted average like any overshoot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._comm import Comm
+
+
+def gate_keys(window: int) -> tuple[str, str]:
+    """The store keys of window ``window``: ranks ready, ranks stopped."""
+    return f"rdy{window}", f"stp{window}"
+
+
+class WindowGate:
+    """One rank's end of one window (see the module doc).
+
+    Args:
+        comm: the counters shared by the ranks.
+        world: the number of ranks.
+        window: the window's number (its store keys, :func:`gate_keys`).
+        mine: this rank's batch count for the window.
+        waits: whether it keeps training past ``mine`` until every rank is ready.
+        limit: the most batches past ``mine`` it runs meanwhile.
+        max_batch_diff: the most batches past ``mine`` before it is throttled (``None``: no cap).
+        fill_late: async, and this rank outpaces the slow cohort: the rank that completes
+            "ready" keeps training until the others have stopped.
+        settle: pays the slowdown testing aid's debt; called before saying "ready", which is
+            when the others see this rank's clock.
+    """
+
+    def __init__(
+        self,
+        comm: Comm,
+        world: int,
+        window: int,
+        mine: int,
+        *,
+        waits: bool,
+        limit: int,
+        max_batch_diff: int | None,
+        fill_late: bool,
+        settle: Callable[[], None],
+    ) -> None:
+        self._comm = comm
+        self._world = world
+        self._ready_key, self._stopped_key = gate_keys(window)
+        self._mine = mine
+        self._waits = waits
+        self._limit = limit
+        self._max_diff = max_batch_diff
+        self._fill_late = fill_late
+        self._settle = settle
+        self._marked = False
+        self._completed_ready = False
+        self.throttled = False
+        """Whether the rank stopped because it led by ``max_batch_diff``."""
+
+    def keep_going(self, done: int) -> bool:
+        """Whether a rank that has run ``done`` batches of this window runs another."""
+        if done < self._mine:
+            return True
+        if not self._waits:
+            return False
+        if not self._marked:
+            self._settle()  # saying "ready" shows this rank's clock; polling does not
+        n_ready = self._comm.counter(self._ready_key, 0 if self._marked else 1)
+        if not self._marked and n_ready >= self._world:
+            self._completed_ready = True
+        self._marked = True
+        extra = done - self._mine
+        if extra >= self._limit:
+            return False
+        if n_ready >= self._world and not self._fills_the_wait():
+            return False
+        if self._max_diff is not None and extra >= self._max_diff:
+            self.throttled = True
+            return False
+        return True
+
+    def _fills_the_wait(self) -> bool:
+        if not (self._fill_late and self._completed_ready):
+            return False
+        return self._comm.counter(self._stopped_key, 0) < self._world - 1
+
+    def stop(self) -> None:
+        """After the window's last batch, a waiting rank says "ready" if it has not (its data
+        ran out first), and that it has stopped (for a rank that may be filling the wait)."""
+        if not self._waits:
+            return
+        if not self._marked:
+            self._comm.counter(self._ready_key, 1)
+            self._marked = True
+        self._comm.counter(self._stopped_key, 1)

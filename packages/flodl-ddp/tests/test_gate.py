@@ -1,0 +1,100 @@
+"""When a cadence or async rank stops its window (a dict stands in for the store's counters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flodl_ddp._gate import WindowGate, gate_keys
+
+
+class Counters:
+    """The store's ``add``: add to a key, return its new value; a log of every call."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+        self.calls: list[tuple[str, int]] = []
+
+    def counter(self, key: str, add: int) -> int:
+        self.calls.append((key, add))
+        self.values[key] = self.values.get(key, 0) + add
+        return self.values[key]
+
+
+def gate(comm: Counters, **kw: Any) -> WindowGate:
+    args: dict[str, Any] = {
+        "waits": True, "limit": 100, "max_batch_diff": None, "fill_late": False,
+        "settle": lambda: None,
+    }  # fmt: skip
+    args.update(kw)
+    return WindowGate(comm, 2, 7, 3, **args)  # type: ignore[arg-type]
+
+
+def run(g: WindowGate, most: int = 50) -> int:
+    """Batches a rank runs before its gate stops it (at most ``most``)."""
+    done = 0
+    while done < most and g.keep_going(done):
+        done += 1
+    return done
+
+
+def test_keys_are_per_window() -> None:
+    assert gate_keys(7) == ("rdy7", "stp7")
+
+
+def test_a_rank_that_does_not_wait_stops_at_its_count_without_the_store() -> None:
+    c = Counters()
+    g = gate(c, waits=False)
+    assert run(g) == 3
+    g.stop()
+    assert c.calls == []
+
+
+def test_a_waiting_rank_says_ready_once_after_paying_its_debt_and_runs_until_all_are() -> None:
+    c = Counters()
+    order: list[str] = []
+    g = gate(c, settle=lambda: order.append(f"settle, ready={c.values.get('rdy7', 0)}"))
+    assert [g.keep_going(d) for d in range(3)] == [True] * 3  # its count: no store call
+    assert c.calls == []
+    assert g.keep_going(3) and g.keep_going(4)  # ready alone: overshoot, polling
+    assert order == ["settle, ready=0"]  # paid once, before the store saw "ready"
+    assert c.calls == [("rdy7", 1), ("rdy7", 0)]
+    c.counter("rdy7", 1)  # the other rank is ready
+    assert not g.keep_going(5)
+    g.stop()
+    assert c.values == {"rdy7": 2, "stp7": 1}  # "ready" not said twice; "stopped" said
+
+
+def test_the_overshoot_limit_and_max_batch_diff() -> None:
+    assert run(gate(Counters(), limit=2)) == 5  # 3 + 2
+    g = gate(Counters(), max_batch_diff=1)
+    assert run(g) == 4 and g.throttled
+    assert not gate(Counters()).throttled
+
+
+def test_a_rank_whose_data_ran_out_still_says_ready_and_stopped() -> None:
+    c = Counters()
+    g = gate(c)
+    assert g.keep_going(0)  # ... and then the epoch's data is gone: the loop breaks
+    g.stop()
+    assert c.values == {"rdy7": 1, "stp7": 1}
+
+
+def test_the_rank_that_completes_ready_fills_the_others_last_batch() -> None:
+    c = Counters()
+    c.counter("rdy7", 1)  # the slow rank was ready first and is in an overshoot batch
+    fast = gate(c, fill_late=True)
+    assert run(fast, most=5) == 5  # everyone is ready, but the slow rank has not stopped
+    c.counter("stp7", 1)  # its batch ended: it saw everyone ready and stopped
+    assert not fast.keep_going(5)
+    assert ("stp7", 0) in c.calls  # it read the stop count; it never added to it while running
+
+
+def test_only_the_rank_that_completed_ready_and_was_allowed_fills() -> None:
+    c = Counters()
+    c.counter("rdy7", 1)
+    assert run(gate(c, fill_late=False)) == 3  # a slow rank never makes the others wait more
+    c2 = Counters()
+    early = gate(c2, fill_late=True)
+    assert run(early, most=4) == 4  # ready first: plain overshoot
+    c2.counter("rdy7", 1)  # the other completes the set
+    assert not early.keep_going(4)  # the early rank stops at once; the completer may fill
