@@ -24,9 +24,11 @@ Measured in interleaved rounds (``--rounds``, default 3), because a shared or vi
 drifts by 10-20 % over minutes: the sequence is solo, every run, solo, every run, ..., solo. Each
 run's ratio is taken against the better of the two solo runs around it (the reference least
 slowed by the machine, so the ratio errs low), and the table shows the median over the rounds
-with the lowest and highest. The sync step-time ratio compares the fastest torch DDP run with the
-fastest flodl sync run over the rounds (the minimum is the run least disturbed). Losses and
-notes are from the first round.
+with the lowest and highest. ``vs mean`` is the median ratio against the mean of those two solo
+runs instead: the machine's speed at that moment if it drifted linearly, which neither favours
+nor penalises a run that fell on a fast or slow moment. The sync step-time ratio compares the
+fastest torch DDP run with the fastest flodl sync run over the rounds (the minimum is the run
+least disturbed). Losses and notes are from the first round.
 
 Learning rates: the solo run uses SGD lr 0.02. Per-batch gradient averaging (torch DDP, flodl
 sync) steps on the pooled batch of both ranks, so it takes the linear scaling rule (lr x 2, which
@@ -219,11 +221,14 @@ def main() -> None:
     # Each run against the better solo run around it: the reference least slowed by the machine.
     ref = [max(solo[i], solo[i + 1]) for i in range(args.rounds)]
     ratios = {n: [v / r for v, r in zip(sps[n], ref, strict=True)] for n in runs}
-    _report(args, solo, sps, ratios, loss, notes)
+    # ... and against their mean: the machine's speed at that moment, were its drift linear.
+    mid = [(solo[i] + solo[i + 1]) / 2 for i in range(args.rounds)]
+    centred = {n: _median([v / r for v, r in zip(sps[n], mid, strict=True)]) for n in runs}
+    _report(args, solo, sps, ratios, centred, loss, notes)
 
 
 def _report(args: argparse.Namespace, solo: list[float], sps: dict[str, list[float]],
-            ratios: dict[str, list[float]], loss: dict[str, float],
+            ratios: dict[str, list[float]], centred: dict[str, float], loss: dict[str, float],
             notes: dict[str, str]) -> None:  # fmt: skip
     print(
         f"flodl ddp_hetero: 2 CPU ranks x 1 thread, rank 1 slowed {SLOW:g}x, width {args.width}, "
@@ -231,19 +236,21 @@ def _report(args: argparse.Namespace, solo: list[float], sps: dict[str, list[flo
         f"{args.rounds} interleaved round(s)"
     )
     print(
-        f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'(low-high)':>14}{'loss':>10}"
-        f"{'vs solo':>10}  notes"
+        f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'(low-high)':>14}{'vs mean':>9}"
+        f"{'loss':>10}{'vs solo':>10}  notes"
     )
     solo_loss = loss["solo"]
     print(
-        f"{'fast rank alone':<24}{_median(solo):>12.0f}{1.0:>9.2f}x{'':>14}{solo_loss:>10.4f}"
+        f"{'fast rank alone':<24}{_median(solo):>12.0f}{1.0:>9.2f}x{'':>14}{1.0:>8.2f}x"
+        f"{solo_loss:>10.4f}"
         f"{0.0:>+9.1%}  1 rank, {len(solo)} runs ({min(solo):.0f}-{max(solo):.0f} samples/s)"
     )
     for name, r in ratios.items():
         spread = f"{min(r):.2f}-{max(r):.2f}"
         print(
             f"{name:<24}{_median(sps[name]):>12.0f}{_median(r):>9.2f}x{spread:>14}"
-            f"{loss[name]:>10.4f}{(loss[name] - solo_loss) / solo_loss:>+9.1%}  {notes[name]}"
+            f"{centred[name]:>8.2f}x{loss[name]:>10.4f}"
+            f"{(loss[name] - solo_loss) / solo_loss:>+9.1%}  {notes[name]}"
         )
     if "torch DDP per-batch" in sps:
         for mode in (n[6:] for n in sps if n.endswith("-sync")):
