@@ -68,6 +68,12 @@ class Phase(enum.IntEnum):
     MATURE = 3
 
 
+def _slow_cohort(smoothed: Sequence[float]) -> list[int]:
+    """The ranks within ``COHORT_BAND`` of the slowest: ``ms >= (1 - COHORT_BAND) · slowest``."""
+    slowest = max(smoothed)
+    return [r for r, ms in enumerate(smoothed) if ms >= (1.0 - COHORT_BAND) * slowest]
+
+
 def _round_half_up(x: float) -> int:
     # Python's round() sends halves to the even integer; counts follow the usual rule.
     return math.floor(x + 0.5)
@@ -224,8 +230,7 @@ class ElChe:
         calibration, when nothing is known."""
         if not self.calibrated or any(s is None for s in self._smoothed):
             return False
-        slowest = max(self._smoothed)  # type: ignore[type-var]
-        return self._smoothed[rank] < (1.0 - COHORT_BAND) * slowest  # type: ignore[operator]
+        return rank not in _slow_cohort(self._smoothed)  # type: ignore[arg-type]
 
     @property
     def overhead(self) -> float | None:
@@ -339,8 +344,7 @@ class ElChe:
         self._update_counts(first=self._calibrations == 1)
 
     def _elect(self, smoothed: list[float]) -> int:
-        slowest = max(smoothed)
-        cohort = [r for r, ms in enumerate(smoothed) if ms >= (1.0 - COHORT_BAND) * slowest]
+        cohort = _slow_cohort(smoothed)
         current = self._anchor_rank
         if current is not None and current in cohort:
             challenger = min(cohort, key=lambda r: (-smoothed[r], r))

@@ -101,5 +101,4 @@ class WindowGate:
             return
         if not self._marked:
             self._comm.counter(self._ready_key, 1)
-            self._marked = True
         self._comm.counter(self._stopped_key, 1)
