@@ -322,3 +322,23 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
     except Exception:
         results["error"] = traceback.format_exc()
     _write(out_dir, rank, results)
+
+
+def counters_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> None:
+    """``n`` shared-counter adds racing the other ranks' (no process group: the store alone)."""
+    from datetime import timedelta
+
+    from flodl_ddp._comm import Comm
+
+    try:
+        store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=60))
+        comm = Comm(dist.PrefixStore("ctl", store), rank, world)
+        shared = comm.share_counters()
+        comm.barrier("go")  # start together, so the adds interleave
+        got = [comm.counter("claims", 1) for _ in range(n)]
+        comm.barrier("done")
+        _write(out_dir, rank, {"shared": shared, "got": got, "final": comm.counter("claims", 0)})
+    except BaseException:
+        import traceback
+
+        _write(out_dir, rank, {"error": traceback.format_exc()})

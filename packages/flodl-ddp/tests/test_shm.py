@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
-from collections.abc import Callable
-from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from flodl_ddp._average import Averager
@@ -19,31 +18,10 @@ from flodl_ddp._comm import Comm
 from flodl_ddp._modes import Backend
 from flodl_ddp._shm import SharedSlots, _attach, _create
 
+sys.path.insert(0, str(Path(__file__).parent))
+from rank_harness import thread_ranks
+
 SPECS = [(5, torch.float32), (3, torch.float64), (0, torch.float32)]
-
-
-def _ranks(world: int, body: Callable[[Comm], Any]) -> list[Any]:
-    """``body(comm)`` on ``world`` threads that share one store; their results in rank order."""
-    store = dist.HashStore()
-    store.set_timeout(timedelta(seconds=20))
-    out: list[Any] = [None] * world
-    errors: list[BaseException] = []
-
-    def run(r: int) -> None:
-        try:
-            out[r] = body(Comm(store, r, world))
-        except BaseException as e:  # surfaced below
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
-    return out
 
 
 def test_every_rank_sees_every_slot_and_no_file_is_left() -> None:
@@ -55,7 +33,7 @@ def test_every_rank_sees_every_slot_and_no_file_is_left() -> None:
         comm.barrier()
         return slots
 
-    a, b, c = _ranks(3, body)
+    a, b, c = thread_ranks(3, body)
     assert not os.path.exists(a.path)
     for view in (a, b, c):
         assert [s[0].tolist() for s in view.slots] == [[1.0] * 5, [2.0] * 5, [3.0] * 5]
@@ -67,24 +45,24 @@ def test_every_rank_sees_every_slot_and_no_file_is_left() -> None:
 def test_regions_are_aligned_and_disjoint() -> None:
     # header, then per rank: 5 floats -> 64 bytes, 3 doubles -> 64 bytes, nothing -> 0
     assert SharedSlots.nbytes(SPECS, 2) == 64 + 2 * 128
-    slots = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=True))[0]
+    slots = thread_ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=True))[0]
     ptrs = [t.data_ptr() for row in slots.slots for t in row[:2]]
     assert all(p % 64 == 0 for p in ptrs)
     assert len(set(ptrs)) == 4
 
 
 def test_one_ineligible_rank_makes_every_rank_keep_gloo() -> None:
-    got = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=comm.rank == 0))
+    got = thread_ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=comm.rank == 0))
     assert got == [None, None]
 
 
 def test_rank_zero_ineligible_offers_nothing() -> None:
-    got = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=comm.rank != 0))
+    got = thread_ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=comm.rank != 0))
     assert got == [None, None]
 
 
 def test_a_different_file_under_the_same_name_is_refused(tmp_path: Any) -> None:
-    mm, offer = _create(128)
+    mm, fd, offer = _create(128)
     path = json.loads(offer)["path"]
     try:
         assert _attach(path, 128, bytes(16)) is None  # another nonce: not rank 0's file
@@ -92,11 +70,14 @@ def test_a_different_file_under_the_same_name_is_refused(tmp_path: Any) -> None:
         assert _attach(str(tmp_path / "absent"), 128, mm[:16]) is None  # another host
         same = _attach(path, 128, mm[:16])
         assert same is not None
-        same[20:24] = b"abcd"
+        same_mm, same_fd = same
+        same_mm[20:24] = b"abcd"
         assert mm[20:24] == b"abcd"  # one memory, two mappings
-        same.close()
+        same_mm.close()
+        os.close(same_fd)
     finally:
         mm.close()
+        os.close(fd)
         os.unlink(path)
 
 
@@ -129,7 +110,7 @@ def test_averager_sums_the_slots_like_a_hand_computation(world: int) -> None:
             "bytes": avg.bytes_sent,
         }
 
-    got = _ranks(world, body)
+    got = thread_ranks(world, body)
     expect = sum(c * (r + 1) for r, c in enumerate(counts)) / sum(counts)
     mean_rank = (world - 1) / 2
     tracked = round(sum(4 * r + 1 for r in range(world)) / world)
@@ -152,7 +133,7 @@ def test_averager_without_every_weight_is_refused() -> None:
             avg.average(0.5)
         return "ok"
 
-    assert _ranks(2, body) == ["ok", "ok"]
+    assert thread_ranks(2, body) == ["ok", "ok"]
 
 
 def test_a_full_shm_folder_keeps_gloo_and_leaves_no_file(
@@ -169,6 +150,6 @@ def test_a_full_shm_folder_keeps_gloo_and_leaves_no_file(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
-    got = _ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=True))
+    got = thread_ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=True))
     assert got == [None, None]
     assert list(tmp_path.iterdir()) == []

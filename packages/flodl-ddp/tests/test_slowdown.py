@@ -1,4 +1,5 @@
-"""The slowdown testing aid: a rank owes (factor - 1) x each batch and pays it asleep, in pieces."""
+"""The slowdown testing aid: a rank owes factor x its reference batch time minus what each batch
+took, and pays it asleep, in pieces."""
 
 from __future__ import annotations
 
@@ -30,12 +31,31 @@ def test_pause_lasts_factor_minus_one_batches_asleep() -> None:
 def test_small_batches_are_owed_then_paid_in_one_piece() -> None:
     s = Slowdown(2.0, torch.device("cpu"), pay_every_s=0.03)
     t = time.perf_counter()
-    assert s.after_batch(t - 0.01) == 0.0  # owes 10 ms: below the piece, nothing paid yet
-    assert 0.01 <= s.owed < 0.012
+    assert s.after_batch(t - 0.012) == 0.0  # owes 12 ms: below the piece, nothing paid yet
+    assert 0.012 <= s.owed < 0.014
+    assert s.after_batch(time.perf_counter() - 0.012) == 0.0  # 24 ms
     w0 = time.perf_counter()
-    paid = s.after_batch(w0 - 0.025)  # 35 ms owed -> paid now, in one piece
-    assert paid >= 0.035 and s.owed == 0.0
-    assert time.perf_counter() - w0 >= 0.035
+    paid = s.after_batch(w0 - 0.012)  # 36 ms owed -> paid now, in one piece
+    assert paid >= 0.036 and s.owed == 0.0
+    assert time.perf_counter() - w0 >= 0.036
+
+
+def test_a_batch_slower_than_the_reference_owes_only_the_rest() -> None:
+    """Waking from a pause makes the next batches slower; the clock still reads factor x the
+    reference (the lower quartile of recent batches), not factor x the slowed batch."""
+    s = Slowdown(2.0, torch.device("cpu"), pay_every_s=10.0)  # never pays: read the debt
+    for _ in range(8):
+        s.after_batch(time.perf_counter() - 0.010)
+    assert 0.010 <= s.reference() < 0.0105
+    owed = s.owed
+    assert 0.080 <= owed < 0.082  # eight 10 ms batches owe 10 ms each
+    s.after_batch(time.perf_counter() - 0.015)  # a slowed batch: 2 x 10 - 15 = 5 ms
+    assert 0.0045 <= s.owed - owed < 0.0055
+    owed = s.owed
+    s.after_batch(time.perf_counter() - 0.030)  # longer than 2 x reference: owes nothing
+    assert s.owed == owed
+    s.after_batch(time.perf_counter() - 0.004)  # shorter than the reference: owes its own time
+    assert 0.004 <= s.owed - owed < 0.0045
 
 
 def test_settle_pays_everything_owed_and_nothing_twice() -> None:

@@ -15,20 +15,15 @@ from __future__ import annotations
 
 import importlib
 import io
-import json
 import multiprocessing
 import os
-import signal
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from flodl_ddp import MODES, DdpError, EpochMetrics, Trainer
 
@@ -53,36 +48,10 @@ def _fixtures() -> Any:
 
 
 def _spawn(fn: Any, world: int, args: tuple[Any, ...], out: Path) -> list[dict[str, Any]]:
-    """Run ``fn(rank, port, world, out, *args)`` on ``world`` spawned ranks; each rank's JSON.
+    _fixtures()  # puts this folder on sys.path
+    from rank_harness import spawn_ranks
 
-    The parent hosts the store on a free port; a SIGABRT at process-group teardown is tolerated
-    when every rank wrote its results first.
-    """
-    store = dist.TCPStore(
-        "127.0.0.1", 0, None, True, timeout=timedelta(seconds=60), wait_for_workers=False
-    )
-    ctx = mp.start_processes(
-        fn, args=(store.port, world, str(out), *args), nprocs=world, join=False,
-        start_method="spawn",
-    )  # fmt: skip
-    files = [out / f"rank{r}.json" for r in range(world)]
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while not ctx.join(timeout=max(0.0, deadline - time.monotonic())):
-            if time.monotonic() >= deadline:
-                pytest.fail(f"ranks still running after {TIMEOUT_S:.0f} s")
-    except mp.ProcessExitedException as e:
-        if not (e.signal_name == signal.Signals.SIGABRT.name and all(f.exists() for f in files)):
-            raise
-    finally:
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    results = [json.loads(f.read_text()) for f in files]
-    for r, res in enumerate(results):
-        assert "error" not in res, f"rank {r} failed:\n{res['error']}"
-    return results
+    return spawn_ranks(fn, world, args, out, TIMEOUT_S)
 
 
 # ---- the managed tier, spawned -----------------------------------------------------------------

@@ -6,6 +6,10 @@ the same exchanges in the same order, so a per-exchange sequence number names th
 deletes its own key of exchange ``n - 2`` when it completes exchange ``n`` (by then every rank has
 read it: a rank writes key ``n - 1`` only after reading all of ``n - 2``).
 
+Counters (:meth:`Comm.counter`) move to shared memory when every rank runs on one host
+(:meth:`Comm.share_counters`, :mod:`flodl_ddp._shm_counters`): a few microseconds instead of a
+store round trip each.
+
 :class:`SoloComm` is the world-size-1 stand-in: every exchange returns the rank's own values.
 """
 
@@ -26,6 +30,7 @@ class Comm:
         self.world_size = world_size
         self._seq = 0
         self._mine: list[str] = []
+        self._counters: Any = None  # SharedCounters once share_counters() succeeds
 
     @property
     def solo(self) -> bool:
@@ -74,11 +79,36 @@ class Comm:
         """Wait until every rank reaches the same barrier."""
         self.exchange_bytes(tag, b"")
 
+    def share_counters(self) -> bool:
+        """Keep counters in shared memory from now on, when every rank can map one file (one
+        host); returns whether they do. A collective: every rank calls it at the same point,
+        before any counter is used."""
+        from ._shm_counters import SharedCounters  # it builds on this module
+
+        if self._counters is None and not self.solo:
+            self._counters = SharedCounters.open(self)
+        return self._counters is not None
+
+    @property
+    def counters_shared(self) -> bool:
+        """Whether counters live in shared memory (:meth:`share_counters` succeeded)."""
+        return self._counters is not None
+
     def counter(self, key: str, add: int) -> int:
         """Add ``add`` to the shared counter ``key`` and return its new value."""
+        if self._counters is not None:
+            return int(self._counters.add(key, add))
         return int(self.store.add(key, add))
 
+    def drop_counter(self, key: str) -> None:
+        """Forget counter ``key`` once no rank reads it any more."""
+        if self._counters is not None:
+            self._counters.drop(key)
+        else:
+            self.delete(key)
+
     def delete(self, key: str) -> None:
+        """Delete store key ``key`` (absent is fine)."""
         with contextlib.suppress(Exception):
             self.store.delete_key(key)
 
@@ -88,7 +118,7 @@ class SoloComm(Comm):
 
     def __init__(self) -> None:
         super().__init__(None, 0, 1)
-        self._counters: dict[str, int] = {}
+        self._local: dict[str, int] = {}
 
     def exchange_bytes(self, tag: str, payload: bytes) -> list[bytes]:
         return [payload]
@@ -97,8 +127,8 @@ class SoloComm(Comm):
         return [payload]
 
     def counter(self, key: str, add: int) -> int:
-        self._counters[key] = self._counters.get(key, 0) + add
-        return self._counters[key]
+        self._local[key] = self._local.get(key, 0) + add
+        return self._local[key]
 
-    def delete(self, key: str) -> None:
-        self._counters.pop(key, None)
+    def drop_counter(self, key: str) -> None:
+        self._local.pop(key, None)

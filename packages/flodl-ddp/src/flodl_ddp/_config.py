@@ -75,7 +75,9 @@ class TrainerConfig(_RunOptions):
             file instead of gloo (a 2-rank round measured 3-7x faster on a 2-core host). The
             file holds one copy of the weights per rank, in ``/dev/shm``; when it does not fit
             there, or the ranks span several hosts, or with ``bf16_wire``, the ranks keep gloo.
-            ``False`` keeps gloo always.
+            Their control counters (pool claims, "ready" and "stopped" counts) move to a small
+            shared table as well, microseconds instead of a store round trip each (any mode
+            but sync, any device, every rank on one host). ``False`` keeps gloo and the store.
         anchor: ElChe's initial anchor (batches of the slowest rank per averaging window).
         max_anchor: upper bound of the anchor's auto-tuning.
         min_anchor: lower bound (default: the initial anchor).

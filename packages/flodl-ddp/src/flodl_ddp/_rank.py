@@ -184,7 +184,9 @@ class RankEngine:
             outer=cfg.outer_optimizer,
         )
         if self.world > 1 and not self.sync and cfg.shared_memory:
-            self.averager.share_memory(self.comm)  # a collective; every rank gets here
+            # collectives: every rank gets here
+            self.averager.share_memory(self.comm)
+            self.comm.share_counters()
         self.overshoot = Overshoot(cfg.max_overshoot, self.batches_per_epoch)
         self.rounds = AveragingRound(
             self.rank,
@@ -249,7 +251,7 @@ class RankEngine:
         self._epoch_calls += 1
         key = f"pool{self._epoch_calls}"
         if self.rank == 0 and self._epoch_calls > 2:
-            self.comm.delete(f"pool{self._epoch_calls - 2}")
+            self.comm.drop_counter(f"pool{self._epoch_calls - 2}")
         loader = self.loader
 
         def open_block(block: range) -> Iterator[Any]:

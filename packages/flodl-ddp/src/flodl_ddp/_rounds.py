@@ -112,7 +112,7 @@ class AveragingRound:
         stats = self.comm.exchange("s", [compute_s * 1000.0, div, sync_ms, boundary_ms])
         if self.rank == 0 and window > 2:
             for key in gate_keys(window - 2):
-                self.comm.delete(key)
+                self.comm.drop_counter(key)
         self._feed(actual, stats, throttled, cut, lr, ledger)
         ledger.compute += compute_s
         ledger.idle += idle_end - staged

@@ -25,6 +25,7 @@ import mmap
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -89,35 +90,61 @@ class SharedSlots:
 
         A collective over ``comm``: every rank calls it at the same point.
         """
-        rank, world = comm.rank, comm.world_size
-        size = cls.nbytes(specs, world)
-        mm: mmap.mmap | None = None
-        offer = b""
-        if rank == 0 and eligible:
-            with contextlib.suppress(OSError):
-                mm, offer = _create(size)
-        offers = comm.exchange_bytes("shm", offer)
-        path = ""
-        if offers[0]:
-            info = json.loads(offers[0])
-            path = info["path"]
-            if rank != 0 and eligible:
-                mm = _attach(path, size, bytes.fromhex(info["nonce"]))
-        oks = comm.exchange("shmok", [1.0 if mm is not None else 0.0])
-        if rank == 0 and path:
-            # every rank has mapped it or given up: the name can go, the mappings stay
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        if mm is None or not all(v[0] for v in oks):
-            if mm is not None:
-                mm.close()
+        shared = map_shared(comm, "shm", cls.nbytes(specs, comm.world_size), eligible)
+        if shared is None:
             return None
-        return cls(mm, specs, world, path)
+        os.close(shared.fd)  # the mapping keeps the memory; slots need no lock
+        return cls(shared.mm, specs, comm.world_size, shared.path)
 
 
-def _create(size: int) -> tuple[mmap.mmap, bytes]:
-    """A new file of ``size`` bytes with a random nonce in its header, mapped; the offer that
-    tells the other ranks where it is."""
+@dataclass
+class SharedFile:
+    """One file mapped by every rank (made by :func:`map_shared`)."""
+
+    mm: mmap.mmap
+    fd: int
+    """This rank's own descriptor of the file, still open (for ``flock``)."""
+    path: str
+    """Where the file was while the ranks mapped it (unlinked since)."""
+
+
+def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> SharedFile | None:
+    """A file of ``size`` bytes that rank 0 creates and every rank maps, or ``None`` on every
+    rank when any rank cannot (another host, no writable folder, ``eligible`` false somewhere).
+
+    A collective over ``comm`` (two exchanges named after ``tag``). The name is unlinked before
+    it returns: the mappings and descriptors keep the memory, and nothing is left behind.
+    """
+    rank = comm.rank
+    got: tuple[mmap.mmap, int] | None = None
+    offer = b""
+    if rank == 0 and eligible:
+        with contextlib.suppress(OSError):
+            mm, fd, offer = _create(size)
+            got = (mm, fd)
+    offers = comm.exchange_bytes(tag, offer)
+    path = ""
+    if offers[0]:
+        info = json.loads(offers[0])
+        path = info["path"]
+        if rank != 0 and eligible:
+            got = _attach(path, size, bytes.fromhex(info["nonce"]))
+    oks = comm.exchange(tag + "ok", [1.0 if got is not None else 0.0])
+    if rank == 0 and path:
+        # every rank has mapped it or given up: the name can go, the mappings stay
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    if got is None or not all(v[0] for v in oks):
+        if got is not None:
+            got[0].close()
+            os.close(got[1])
+        return None
+    return SharedFile(got[0], got[1], path)
+
+
+def _create(size: int) -> tuple[mmap.mmap, int, bytes]:
+    """A new file of ``size`` bytes with a random nonce in its header, mapped; its open
+    descriptor; the offer that tells the other ranks where it is."""
     fd, path = tempfile.mkstemp(prefix="flodl-ddp-", suffix=".shm", dir=_shm_dir())
     try:
         if hasattr(os, "posix_fallocate"):
@@ -131,28 +158,28 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
         os.close(fd)
         os.unlink(path)
         raise
-    os.close(fd)  # the mapping keeps the memory
     nonce = os.urandom(16)
     mm[:16] = nonce
-    return mm, json.dumps({"path": path, "nonce": nonce.hex()}).encode()
+    return mm, fd, json.dumps({"path": path, "nonce": nonce.hex()}).encode()
 
 
-def _attach(path: str, size: int, nonce: bytes) -> mmap.mmap | None:
-    """Rank 0's file mapped here, or ``None`` when it is not there (another host) or is not
-    the same file (its nonce differs)."""
+def _attach(path: str, size: int, nonce: bytes) -> tuple[mmap.mmap, int] | None:
+    """Rank 0's file mapped here with its open descriptor, or ``None`` when it is not there
+    (another host) or is not the same file (its nonce differs)."""
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError:
         return None
     try:
         if os.fstat(fd).st_size != size:
+            os.close(fd)
             return None
         mm = mmap.mmap(fd, size)
     except OSError:
-        return None
-    finally:
         os.close(fd)
+        return None
     if mm[:16] != nonce:
         mm.close()
+        os.close(fd)
         return None
-    return mm
+    return mm, fd
