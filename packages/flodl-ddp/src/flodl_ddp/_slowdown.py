@@ -15,9 +15,10 @@ whether the simulated device is the one asked for:
   batches after a pause run on cold caches (a halted virtual CPU's core serves other work
   meanwhile). Next to a fast rank, a logistic-regression rank slowed 2x ran its batches at a
   median 0.60 ms where the same rank unslowed took 0.45 ms; owing ``factor - 1`` times *that*
-  made "2.0" a 2.2-2.6x slower device (alone and next to a fast rank). So a batch owes ``factor x min(took, reference) - took``,
-  the reference being the lower quartile of the rank's last :data:`REFERENCE_BATCHES` batches:
-  a batch the pause made slower owes less, and the clock still reads ``factor x reference``.
+  made "2.0" a 2.2-2.6x slower device (alone and next to a fast rank). So a batch owes
+  ``factor x min(took, reference) - took``, the reference being the lower quartile of the
+  rank's last :data:`REFERENCE_BATCHES` batches: a batch the pause made slower owes less, and
+  the clock still reads ``factor x reference``.
   This assumes batches of one cost (fixed shapes); a batch longer than the reference is not
   slowed beyond ``factor x reference``.
 - **Pieces, not a pause after every batch.** Each switch from pausing back to training starts
