@@ -175,7 +175,8 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
         )
     if any(r.slowdown for r in records):
         out.append(
-            "- A slowed rank (`--slowdown`) owes `factor - 1` times each batch's compute and "
+            "- A slowed rank (`--slowdown`) owes `factor` times its usual batch time (the "
+            "lower quartile of its recent batches) minus what each batch took, and "
             f"sleeps it in pieces of {PAY_EVERY_S * 1000:g} ms or more, always before it talks "
             "to the other ranks: it stands in for a slower device without taking cycles from "
             "the others. The solo-1 / solo-0 ratio above is what the slowdown came to on this "

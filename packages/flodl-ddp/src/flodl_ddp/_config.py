@@ -113,7 +113,7 @@ class TrainerConfig(_RunOptions):
         checkpoint_path: the checkpoint folder.
         resume: a checkpoint folder to continue from.
         slowdown: testing aid: ``{rank: factor}`` makes each batch of that rank take
-            ``factor`` times as long as its compute (simulates a slower device on a uniform
+            ``factor`` times its usual batch time (simulates a slower device on a uniform
             machine; the rank sleeps the extra time in pieces, see ``flodl_ddp._slowdown``).
         threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU).
             With one device the run trains on a thread of the calling process; the count is

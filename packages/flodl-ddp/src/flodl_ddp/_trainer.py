@@ -297,8 +297,8 @@ class TrainerBuilder:
 
     def slowdown(self, factors: Mapping[int, float]) -> TrainerBuilder:
         """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times as long per
-        batch of its own compute (it sleeps the extra time, in pieces of 20 ms or more and
-        before it talks to the other ranks), to study heterogeneity on uniform hardware."""
+        batch as its usual batch time (it sleeps the extra time, in pieces, and before it talks
+        to the other ranks), to study heterogeneity on uniform hardware."""
         return self._set(slowdown=check_slowdown(factors))
 
     def timeout(self, seconds: float) -> TrainerBuilder:
