@@ -82,21 +82,48 @@ def test_a_full_table_names_the_counter() -> None:
     assert thread_ranks(2, body) == ["ok", "ok"]
 
 
-def test_close_releases_the_mapping_and_descriptor() -> None:
-    def body(comm: Comm) -> tuple[int, int]:
-        before = len(os.listdir("/proc/self/fd"))
-        counters = SharedCounters.open(comm)
-        assert counters is not None
-        counters.add("k", 1)
-        comm.barrier("used")
-        counters.close()
-        comm.barrier("closed")
-        return before, len(os.listdir("/proc/self/fd"))
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
 
-    if not os.path.isdir("/proc/self/fd"):
-        pytest.skip("needs /proc to count descriptors")
-    (b0, a0), (b1, a1) = thread_ranks(2, body)
-    assert a1 <= b1 + 1 and a0 <= b0 + 1  # threads share the table of descriptors: <= the other's
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to count descriptors")
+def test_close_or_collection_releases_the_descriptor_and_counters_go_back_to_the_store() -> None:
+    """Threads share one table of descriptors: each rank's open adds two (its descriptor and
+    the one its mapping holds), close / collection removes them again (checked once both ranks
+    are past each step)."""
+    import gc
+
+    def body(comm: Comm) -> list[Any]:
+        # Only rank 0 counts, while rank 1 waits in a barrier: listing /proc/self/fd opens a
+        # descriptor itself, which the other thread would see.
+        def count() -> int:
+            return _open_fds() if comm.rank == 0 else 0
+
+        comm.barrier("start")
+        before = count()
+        assert comm.share_counters()
+        comm.barrier("opened")
+        opened = count()
+        comm.barrier("counted")
+        comm.close()
+        comm.barrier("closed")
+        closed = count()
+        back = [comm.counters_shared, comm.counter("k", 1), comm.store.check(["k"])]
+        comm.barrier("counted again")
+        orphan = SharedCounters.open(comm)  # never closed: collected below
+        assert orphan is not None
+        comm.barrier("orphans")
+        del orphan
+        gc.collect()
+        comm.barrier("collected")
+        return [before, opened, closed, count(), back]
+
+    a, b = thread_ranks(2, body)
+    assert a[1] == a[0] + 4
+    assert a[2] == a[0] and a[3] == a[0]
+    assert a[4][0] is False and b[4][0] is False
+    assert a[4][2] is True  # counted in the store from then on
+    assert sorted([a[4][1], b[4][1]]) == [1, 2]
 
 
 @pytest.mark.multiprocess

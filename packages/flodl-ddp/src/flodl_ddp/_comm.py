@@ -94,6 +94,13 @@ class Comm:
         """Whether counters live in shared memory (:meth:`share_counters` succeeded)."""
         return self._counters is not None
 
+    def close(self) -> None:
+        """Release the shared counters' mapping (the store is the caller's). Counters go back
+        to the store; call it once every rank is done with them (after a closing barrier)."""
+        if self._counters is not None:
+            self._counters.close()
+            self._counters = None
+
     def counter(self, key: str, add: int) -> int:
         """Add ``add`` to the shared counter ``key`` and return its new value."""
         if self._counters is not None:

@@ -224,8 +224,11 @@ def _launch_torchrun(
             prefix = f"flodl-ddp/run{next(_RUNS)}"
             comm = Comm(dist.PrefixStore(prefix, _get_default_store()), rank, world)
             ctx = RankContext(rank, world, device, host, comm, time.time())
-            state, timeline = train_rank(payload, ctx, handle._push_metrics)
-            comm.barrier("fin")
+            try:
+                state, timeline = train_rank(payload, ctx, handle._push_metrics)
+                comm.barrier("fin")
+            finally:
+                comm.close()
             outcome: tuple[Any, Any] | BaseException = (state, timeline)
         except BaseException as e:
             outcome = _local_error(e, rank, host)

@@ -141,6 +141,7 @@ class DdpSession:
         self._engine.sink.uninstall()
         if self.world_size > 1:
             self._engine.comm.barrier("close")
+            self._engine.comm.close()
         if self._created_pg:
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()

@@ -13,6 +13,9 @@ cannot find it (or find a different file: a random nonce in the header tells), a
 small for ``world`` copies of the model refuses the file up front; in both cases every rank
 keeps gloo.
 
+:func:`map_shared` (the file, made once for every rank) also serves the ranks' control counters
+(:mod:`flodl_ddp._shm_counters`).
+
 Reuse is safe without a further barrier: a rank rewrites its slot at its next window end, after
 the round's closing exchange, which no rank passes before every rank has read all slots.
 """
@@ -32,7 +35,8 @@ from torch import Tensor
 
 from ._comm import Comm
 
-_HEADER = 64  # bytes before the slots: the nonce (16) and room to spare, keeps slots aligned
+HEADER_BYTES = 64
+"""Bytes before a shared file's payload: the nonce (16) and room to spare (keeps it aligned)."""
 _ALIGN = 64  # every region starts on a cache line
 
 
@@ -61,7 +65,7 @@ class SharedSlots:
         self.path = path
         """Where the file was while the ranks mapped it (unlinked since)."""
         self.slots: list[list[Tensor]] = []
-        offset = _HEADER
+        offset = HEADER_BYTES
         for _ in range(world):
             row = []
             for numel, dtype in specs:
@@ -76,7 +80,7 @@ class SharedSlots:
     @staticmethod
     def nbytes(specs: Sequence[tuple[int, torch.dtype]], world: int) -> int:
         """The mapping's size: the header, then ``world`` slots of aligned regions."""
-        return _HEADER + world * sum(_aligned(n * d.itemsize) for n, d in specs)
+        return HEADER_BYTES + world * sum(_aligned(n * d.itemsize) for n, d in specs)
 
     @classmethod
     def open(

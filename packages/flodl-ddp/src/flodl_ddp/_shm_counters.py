@@ -19,19 +19,19 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import mmap
 import os
+import weakref
 
 import numpy as np
 
 from ._comm import Comm
 from ._errors import DdpError
-from ._shm import SharedFile, map_shared
+from ._shm import HEADER_BYTES, SharedFile, map_shared
 
 CAPACITY = 256
 """Live counters the table holds. The engine keeps about eight alive at a time (two
 windows' ready and stopped counts, two epochs' pool claims)."""
-
-_HEADER = 64  # the nonce (16 bytes) and room to spare
 
 
 def _hash(name: str) -> int:
@@ -44,16 +44,17 @@ class SharedCounters:
     """Named integer counters shared by the ranks of one host (see the module doc)."""
 
     def __init__(self, shared: SharedFile) -> None:
-        self._shared = shared
         self._fd = shared.fd
-        self._keys = np.frombuffer(shared.mm, dtype=np.int64, count=CAPACITY, offset=_HEADER)
+        # The descriptor is closed exactly once: by close(), or when this object is collected.
+        self._release = weakref.finalize(self, _release, shared.mm, shared.fd)
+        self._keys = np.frombuffer(shared.mm, dtype=np.int64, count=CAPACITY, offset=HEADER_BYTES)
         self._values = np.frombuffer(
-            shared.mm, dtype=np.int64, count=CAPACITY, offset=_HEADER + 8 * CAPACITY
+            shared.mm, dtype=np.int64, count=CAPACITY, offset=HEADER_BYTES + 8 * CAPACITY
         )
 
     @staticmethod
     def nbytes() -> int:
-        return _HEADER + 16 * CAPACITY
+        return HEADER_BYTES + 16 * CAPACITY
 
     @classmethod
     def open(cls, comm: Comm) -> SharedCounters | None:
@@ -107,7 +108,11 @@ class SharedCounters:
         """Unmap the table and close this rank's descriptor (the other ranks keep theirs)."""
         # numpy views borrow the mapping: drop them before closing it
         self._keys = self._values = np.empty(0, dtype=np.int64)
-        with contextlib.suppress(BufferError, ValueError):
-            self._shared.mm.close()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        self._release()
+
+
+def _release(mm: mmap.mmap, fd: int) -> None:
+    with contextlib.suppress(BufferError, ValueError):
+        mm.close()
+    with contextlib.suppress(OSError):
+        os.close(fd)
