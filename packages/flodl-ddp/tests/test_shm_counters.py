@@ -82,6 +82,37 @@ def test_a_full_table_names_the_counter() -> None:
     assert thread_ranks(2, body) == ["ok", "ok"]
 
 
+def test_a_lock_held_too_long_is_an_error_not_a_hang() -> None:
+    """A peer stopped inside an operation: the waiting rank fails after the timeout, naming the
+    counter; once the lock is free again, counting resumes."""
+    import fcntl
+    import time
+
+    def body(comm: Comm) -> Any:
+        counters = SharedCounters.open(comm, timeout_s=0.3)
+        assert counters is not None
+        if comm.rank == 1:
+            fcntl.flock(counters._fd, fcntl.LOCK_EX)  # as if stopped mid-operation
+        comm.barrier("held")
+        out: Any = None
+        if comm.rank == 0:
+            t = time.monotonic()
+            with pytest.raises(DdpError, match=r"waited 0.3 s for the lock \(counter 'pool3'\)"):
+                counters.add("pool3", 1)
+            out = time.monotonic() - t
+        comm.barrier("timed out")
+        if comm.rank == 1:
+            fcntl.flock(counters._fd, fcntl.LOCK_UN)
+        comm.barrier("released")
+        if comm.rank == 0:
+            assert counters.add("pool3", 1) == 1
+        counters.close()
+        return out
+
+    waited = thread_ranks(2, body)[0]
+    assert 0.3 <= waited < 5.0
+
+
 def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 

@@ -86,7 +86,9 @@ class Comm:
         from ._shm_counters import SharedCounters  # it builds on this module
 
         if self._counters is None and not self.solo:
-            self._counters = SharedCounters.open(self)
+            timeout = getattr(self.store, "timeout", None)  # a timedelta on torch's stores
+            seconds = timeout.total_seconds() if timeout is not None else 300.0
+            self._counters = SharedCounters.open(self, timeout_s=seconds)
         return self._counters is not None
 
     @property

@@ -10,8 +10,10 @@ When every rank can map the same file (:func:`flodl_ddp._shm.map_shared`), the c
 in it instead: a table of ``CAPACITY`` entries ``(key hash, value)``, read and written under an
 exclusive ``flock`` on each rank's own descriptor of the file (a few microseconds). The lock
 makes each operation atomic across processes; the kernel releases it if a rank dies holding
-it. Keys are 63-bit BLAKE2b hashes of the counter's name (0 marks a free entry); a name that
-is dropped frees its entry. Callers drop what they no longer need, as they delete store keys.
+it, and a rank that waits longer than the run's timeout for it (a peer stopped mid-operation)
+fails with an error instead of hanging. Keys are 63-bit BLAKE2b hashes of the counter's name
+(0 marks a free entry); a name that is dropped frees its entry. Callers drop what they no longer
+need, as they delete store keys.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import fcntl
 import hashlib
 import mmap
 import os
+import time
 import weakref
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -33,6 +37,8 @@ CAPACITY = 256
 """Live counters the table holds. The engine keeps about eight alive at a time (two
 windows' ready and stopped counts, two epochs' pool claims)."""
 
+_QUICK_RETRIES = 200
+
 
 def _hash(name: str) -> int:
     """A nonzero 63-bit key for ``name`` (identical in every process, unlike ``hash``)."""
@@ -41,10 +47,16 @@ def _hash(name: str) -> int:
 
 
 class SharedCounters:
-    """Named integer counters shared by the ranks of one host (see the module doc)."""
+    """Named integer counters shared by the ranks of one host (see the module doc).
 
-    def __init__(self, shared: SharedFile) -> None:
+    Args:
+        shared: the mapped file (:func:`flodl_ddp._shm.map_shared`).
+        timeout_s: the longest wait for the lock before :class:`DdpError`.
+    """
+
+    def __init__(self, shared: SharedFile, timeout_s: float = 300.0) -> None:
         self._fd = shared.fd
+        self.timeout_s = float(timeout_s)
         # The descriptor is closed exactly once: by close(), or when this object is collected.
         self._release = weakref.finalize(self, _release, shared.mm, shared.fd)
         self._keys = np.frombuffer(shared.mm, dtype=np.int64, count=CAPACITY, offset=HEADER_BYTES)
@@ -57,17 +69,55 @@ class SharedCounters:
         return HEADER_BYTES + 16 * CAPACITY
 
     @classmethod
-    def open(cls, comm: Comm) -> SharedCounters | None:
+    def open(cls, comm: Comm, timeout_s: float = 300.0) -> SharedCounters | None:
         """The table mapped on every rank, or ``None`` on every rank when some rank cannot map
         it (another host). A collective over ``comm``."""
         shared = map_shared(comm, "ctr", cls.nbytes(), eligible=hasattr(fcntl, "flock"))
-        return None if shared is None else cls(shared)
+        return None if shared is None else cls(shared, timeout_s)
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """Hold the table's lock. Uncontended it is one system call; contended, it is retried
+        with short sleeps (a peer holds it for microseconds) until ``timeout_s``."""
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._wait_for_lock(name)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _wait_for_lock(self, name: str) -> None:
+        # A holder keeps the lock for microseconds: retry at once (yielding the core) a number
+        # of times before sleeping, since the shortest sleep lasts ~50 us on Linux.
+        for _ in range(_QUICK_RETRIES):
+            time.sleep(0)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+        deadline = time.monotonic() + self.timeout_s
+        pause = 1e-4
+        while True:
+            time.sleep(pause)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise DdpError(
+                        f"shared counters: waited {self.timeout_s:g} s for the lock (counter "
+                        f"{name!r}); another rank holds it and does not let go (stopped or "
+                        "hung?)"
+                    ) from None
+                pause = min(pause * 2, 1e-3)
 
     def add(self, name: str, n: int) -> int:
         """Add ``n`` to counter ``name`` (created at 0) and return its new value."""
         key = _hash(name)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
+        with self._locked(name):
             hit = np.flatnonzero(self._keys == key)
             if hit.size:
                 i = int(hit[0])
@@ -86,19 +136,14 @@ class SharedCounters:
             value = int(self._values[i]) + n
             self._values[i] = value
             return value
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def drop(self, name: str) -> None:
         """Forget counter ``name`` (its next ``add`` starts from 0 again); absent is fine."""
         key = _hash(name)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
+        with self._locked(name):
             for i in np.flatnonzero(self._keys == key):
                 self._keys[i] = 0
                 self._values[i] = 0
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def live(self) -> int:
         """How many counters the table holds now."""
