@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 import flodl_ddp._shm as shm
 from flodl_ddp import DdpError
 from flodl_ddp._comm import Comm
+from flodl_ddp._shm import map_shared
 from flodl_ddp._shm_counters import CAPACITY, SharedCounters
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -113,48 +115,39 @@ def test_a_lock_held_too_long_is_an_error_not_a_hang() -> None:
     assert 0.3 <= waited < 5.0
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _released(fd: int, inode: int) -> bool:
+    """Whether descriptor ``fd`` no longer refers to the file ``inode`` (closed, or its number
+    reused for another file)."""
+    try:
+        return os.fstat(fd).st_ino != inode
+    except OSError:
+        return True
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to count descriptors")
-def test_close_or_collection_releases_the_descriptor_and_counters_go_back_to_the_store() -> None:
-    """Threads share one table of descriptors: each rank's open adds two (its descriptor and
-    the one its mapping holds), close / collection removes them again (checked once both ranks
-    are past each step)."""
-    import gc
-
+def test_close_or_collection_releases_the_file_and_counters_go_back_to_the_store() -> None:
     def body(comm: Comm) -> list[Any]:
-        # Only rank 0 counts, while rank 1 waits in a barrier: listing /proc/self/fd opens a
-        # descriptor itself, which the other thread would see.
-        def count() -> int:
-            return _open_fds() if comm.rank == 0 else 0
-
-        comm.barrier("start")
-        before = count()
         assert comm.share_counters()
+        fd = comm._counters._fd
+        inode = os.fstat(fd).st_ino
         comm.barrier("opened")
-        opened = count()
-        comm.barrier("counted")
         comm.close()
+        closed = _released(fd, inode)
         comm.barrier("closed")
-        closed = count()
         back = [comm.counters_shared, comm.counter("k", 1), comm.store.check(["k"])]
         comm.barrier("counted again")
-        orphan = SharedCounters.open(comm)  # never closed: collected below
-        assert orphan is not None
-        comm.barrier("orphans")
-        del orphan
-        gc.collect()
-        comm.barrier("collected")
-        return [before, opened, closed, count(), back]
+        shared = map_shared(comm, "orphan", SharedCounters.nbytes(), eligible=True)
+        assert shared is not None
+        orphan = SharedCounters(shared)  # never closed: released when collected
+        fd, inode, mapping = shared.fd, os.fstat(shared.fd).st_ino, weakref.ref(shared.mm)
+        del orphan, shared
+        return [closed, back, _released(fd, inode), mapping() is None]
 
     a, b = thread_ranks(2, body)
-    assert a[1] == a[0] + 4
-    assert a[2] == a[0] and a[3] == a[0]
-    assert a[4][0] is False and b[4][0] is False
-    assert a[4][2] is True  # counted in the store from then on
-    assert sorted([a[4][1], b[4][1]]) == [1, 2]
+    for r in (a, b):
+        assert r[0] is True
+        assert r[1][0] is False and r[1][2] is True  # counted in the store from then on
+        assert r[2] is True and r[3] is True
+    assert sorted([a[1][1], b[1][1]]) == [1, 2]
 
 
 @pytest.mark.multiprocess
