@@ -3,8 +3,8 @@
 Cadence and async ranks coordinate through small atomic counters: which pool block is next,
 how many ranks are ready, how many have stopped. Through the ``TCPStore`` each such ``add``
 is a loopback round trip (0.1-0.4 ms measured on a 2-core host), and a rank waiting past its
-count polls one every batch: for models whose batches take under a millisecond that traffic,
-not the averaging, was the engine's largest cost (~10 % of a logistic-regression epoch).
+count polls one every batch. On a logistic-regression epoch of ~31 ms (0.5 ms batches) the fast
+rank's claims and gate took 1.9 ms through the store and 0.7 ms through this table.
 
 When every rank can map the same file (:func:`flodl_ddp._shm.map_shared`), the counters live
 in it instead: a table of ``CAPACITY`` entries ``(key hash, value)``, read and written under an

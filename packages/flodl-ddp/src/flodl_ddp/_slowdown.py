@@ -47,7 +47,7 @@ REFERENCE_BATCHES = 64
 
 
 class Slowdown:
-    """Make this rank take ``factor`` times its measured compute per batch.
+    """Make this rank take ``factor`` times its reference batch time per batch.
 
     Args:
         factor: ``>= 1``; ``1.0`` is inactive.
