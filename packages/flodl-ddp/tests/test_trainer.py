@@ -341,6 +341,16 @@ def test_summary_line_under_torchrun_counts_the_whole_world() -> None:
     assert line.startswith("  ddp: 4 ranks under torchrun | this node: cpu |"), line
 
 
+def test_summary_line_names_a_simulated_slowdown() -> None:
+    from flodl_ddp._launch import summary_line
+    from flodl_ddp._modes import parse_mode
+
+    mode = parse_mode("cpu-async")
+    line = summary_line(["cpu"] * 3, mode, slowdown={2: 1.5, 0: 1.0, 1: 2.0})
+    expect = "(homogeneous, rank 1 slowed 2x, rank 2 slowed 1.5x) | cpu | cpu | cpu | cpu-async"
+    assert line == f"  ddp: 3 ranks {expect}", line
+
+
 def test_a_slowed_rank_pays_what_it_owes_before_it_claims_pool_work() -> None:
     # The others see a rank's clock through its claims: the debt is paid first, as compute.
     import time

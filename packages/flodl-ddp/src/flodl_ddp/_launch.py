@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -103,11 +104,14 @@ def check_picklable(name: str, obj: Any) -> None:
         ) from None
 
 
-def summary_line(devices: list[str], mode: Mode, world: int | None = None) -> str:
+def summary_line(devices: list[str], mode: Mode, world: int | None = None,
+                 slowdown: Mapping[int, float] | None = None) -> str:  # fmt: skip
     """``ddp: 2 ranks (heterogeneous) | NVIDIA A | NVIDIA B | mode nccl-cadence``.
 
     Under torchrun (``world`` given) a process only knows its own node's devices:
-    ``ddp: 4 ranks under torchrun | this node: NVIDIA A | NVIDIA B | nccl-cadence``."""
+    ``ddp: 4 ranks under torchrun | this node: NVIDIA A | NVIDIA B | nccl-cadence``. A
+    ``slowdown`` (the testing aid) is named, so a log never passes equal devices off as
+    different ones: ``ddp: 2 ranks (homogeneous, rank 1 slowed 2x) | cpu | cpu | cpu-async``."""
     gpus = (
         {f"cuda:{i}": g for i, g in enumerate(detect_gpus())}
         if any(d.startswith("cuda") for d in devices)
@@ -127,6 +131,9 @@ def summary_line(devices: list[str], mode: Mode, world: int | None = None) -> st
             f"{' | '.join(names)} | {mode.name}"
         )
     kind = "heterogeneous" if len(set(names)) > 1 else "homogeneous"
+    slowed = sorted((r, f) for r, f in (slowdown or {}).items() if f != 1.0)
+    if slowed:
+        kind += ", " + ", ".join(f"rank {r} slowed {f:g}x" for r, f in slowed)
     n = len(devices)
     return f"  ddp: {n} rank{'s' if n != 1 else ''} ({kind}) | {' | '.join(names)} | {mode.name}"
 

@@ -362,7 +362,8 @@ class TrainerBuilder:
         if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(
             logging.INFO
         ):
-            print(summary_line(devices, mode, world=world if env else None), flush=True)
+            line = summary_line(devices, mode, world if env else None, cfg.slowdown)
+            print(line, flush=True)
         payload = RankPayload(
             cfg=replace(cfg, monitor=None, metrics_fn=None),
             mode=mode,
