@@ -40,6 +40,16 @@ def test_cpu_2rank_preset_writes_into_the_bench_folder() -> None:
     assert cfg("cpu-2rank", "--repeats", "5").repeats == 5
 
 
+def test_cpu_2rank_long_preset_is_cpu_2rank_at_30_epochs() -> None:
+    short, long = cfg("cpu-2rank"), cfg("cpu-2rank-long")
+    assert short.epochs is None and long.epochs == 30
+    assert long.report.endswith("ddp-bench/reports/cpu-2rank-long.md")
+    assert long.output == Path("runs/cpu-2rank-long") and short.output == Path("runs/cpu-2rank")
+    assert long.with_(epochs=None, output=short.output, report=short.report) == short.with_(
+        preset="cpu-2rank-long"
+    )
+
+
 def test_report_alone_uses_saved_runs() -> None:
     assert not cfg("--report").train and cfg("--report", "-").report == "-"
     assert not cfg("report").train
