@@ -47,6 +47,18 @@ class BenchConfig:
         return replace(self, **changes)
 
 
+def _cpu_2rank(name: str) -> dict[str, Any]:
+    """The committed CPU comparison: its runs under ``runs/<name>``, its report in the bench."""
+    return {
+        "models": ("logistic", "mlp", "lenet"),
+        "devices": ("cpu", "cpu"),
+        "slowdown": {1: 2.0},
+        "repeats": 3,
+        "output": Path("runs") / name,
+        "report": str(BENCH_ROOT / "reports" / f"{name}.md"),
+    }
+
+
 PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
         "models": ("mlp",),
@@ -59,23 +71,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "full-sweep": {"report": "@output/report.md"},
     "validate": {"validate": True, "report": "@output/report.md"},
     "report": {"train": False, "report": "@output/report.md"},
-    "cpu-2rank": {
-        "models": ("logistic", "mlp", "lenet"),
-        "devices": ("cpu", "cpu"),
-        "slowdown": {1: 2.0},
-        "repeats": 3,
-        "output": Path("runs/cpu-2rank"),
-        "report": str(BENCH_ROOT / "reports" / "cpu-2rank.md"),
-    },
-    "cpu-2rank-long": {
-        "models": ("logistic", "mlp", "lenet"),
-        "devices": ("cpu", "cpu"),
-        "slowdown": {1: 2.0},
-        "repeats": 3,
-        "epochs": 30,
-        "output": Path("runs/cpu-2rank-long"),
-        "report": str(BENCH_ROOT / "reports" / "cpu-2rank-long.md"),
-    },
+    "cpu-2rank": _cpu_2rank("cpu-2rank"),
+    "cpu-2rank-long": {**_cpu_2rank("cpu-2rank-long"), "epochs": 30},
 }
 """Named sets of options; options given on the command line win over the preset's.
 

@@ -349,6 +349,8 @@ def test_summary_line_names_a_simulated_slowdown() -> None:
     line = summary_line(["cpu"] * 3, mode, slowdown={2: 1.5, 0: 1.0, 1: 2.0})
     expect = "(homogeneous, rank 1 slowed 2x, rank 2 slowed 1.5x) | cpu | cpu | cpu | cpu-async"
     assert line == f"  ddp: 3 ranks {expect}", line
+    line = summary_line(["cpu"], mode, world=2, slowdown={1: 2.0})
+    assert line.startswith("  ddp: 2 ranks under torchrun, rank 1 slowed 2x | this node: cpu |")
 
 
 def test_a_slowed_rank_pays_what_it_owes_before_it_claims_pool_work() -> None:

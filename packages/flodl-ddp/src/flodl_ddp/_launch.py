@@ -125,15 +125,15 @@ def summary_line(devices: list[str], mode: Mode, world: int | None = None,
         else:
             mem = f" ({g.total_memory / 2**30:.1f} GB)" if g.total_memory else ""
             names.append(f"{g.name}{mem}")
+    slowed = "".join(
+        f", rank {r} slowed {f:g}x" for r, f in sorted((slowdown or {}).items()) if f != 1.0
+    )
     if world is not None:
         return (
-            f"  ddp: {world} rank{'s' if world != 1 else ''} under torchrun | this node: "
+            f"  ddp: {world} rank{'s' if world != 1 else ''} under torchrun{slowed} | this node: "
             f"{' | '.join(names)} | {mode.name}"
         )
-    kind = "heterogeneous" if len(set(names)) > 1 else "homogeneous"
-    slowed = sorted((r, f) for r, f in (slowdown or {}).items() if f != 1.0)
-    if slowed:
-        kind += ", " + ", ".join(f"rank {r} slowed {f:g}x" for r, f in slowed)
+    kind = ("heterogeneous" if len(set(names)) > 1 else "homogeneous") + slowed
     n = len(devices)
     return f"  ddp: {n} rank{'s' if n != 1 else ''} ({kind}) | {' | '.join(names)} | {mode.name}"
 
