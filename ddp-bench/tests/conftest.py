@@ -1,12 +1,19 @@
-"""Fixtures: synthetic run records for the report and baseline tests."""
+"""Fixtures: synthetic run records for the report and baseline tests; a small MNIST-shaped
+dataset for the end-to-end runs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ddp_bench import EpochRow, RankTime, RunRecord
+from ddp_bench.data._mnist import idx_images, idx_labels
 
 HW = {"host": "bench", "cpu": "Test CPU", "cores": 2, "torch": "2.13.0", "gpus": []}
 
@@ -56,3 +63,41 @@ def record(
 def make_record() -> Callable[..., RunRecord]:
     """``make_record(model, mode, total_s, evals, losses=None, *, synthetic, status, ...)``."""
     return record
+
+
+def digits_like(folder: Path, n_train: int = 2000, n_test: int = 500) -> None:
+    """A seeded, learnable 28x28 10-class set in MNIST's IDX layout (one bright bar per class)."""
+    rng = np.random.default_rng(0)
+    for stem, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 10, n)
+        images = rng.integers(0, 60, (n, 28, 28))
+        for i, k in enumerate(labels):
+            images[i, 2 + 2 * k : 4 + 2 * k, 4:24] = 255
+        (folder / f"{stem}-images-idx3-ubyte").write_bytes(idx_images(images))
+        (folder / f"{stem}-labels-idx1-ubyte").write_bytes(idx_labels(labels))
+
+
+@pytest.fixture
+def digits_dir(tmp_path: Path) -> Path:
+    """A folder holding :func:`digits_like`'s four IDX files (for ``--data-dir``)."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    digits_like(folder)
+    return folder
+
+
+def _run_bench(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, FLODL_OFFLINE="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddp_bench", *args],
+        capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture
+def run_bench() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_bench(*args, cwd, timeout)``: ``python -m ddp_bench ARGS`` offline in ``cwd``; fails
+    the test with the output's tail when it exits non-zero."""
+    return _run_bench

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ddp_bench._cli import parse
+from ddp_bench._cli import list_text, parse
+from ddp_bench._config import PRESETS
 from flodl_ddp import MODES
 
 
@@ -97,6 +98,30 @@ def test_bad_arguments_exit_2_with_usage_and_hint(
     assert message in err
     hint_lines = [line for line in err.splitlines() if line.startswith("hint: ")]
     assert len(hint_lines) == 1 and hint in hint_lines[0]
+
+
+def test_cuda_devices_the_machine_lacks_are_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    with pytest.raises(SystemExit) as info:
+        parse(["--devices", "cuda:0,cpu", "--mode", "cpu-cadence"], detect=True)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--devices: devices ['cuda:0', 'cpu'] name cuda:0" in err and "without CUDA" in err
+    assert "hint: python -m ddp_bench --devices cpu,cpu" in err
+
+
+def test_list_names_every_preset_with_its_help() -> None:
+    text = list_text().split("presets:\n", 1)[1]
+    rows = [line.split(maxsplit=1) for line in text.splitlines()]
+    assert [name for name, _ in rows] == list(PRESETS)
+    assert all(help_text.strip() for _, help_text in rows)
+    # one column: every help text starts at the same offset
+    assert len({line.index(h) for line, (_, h) in zip(text.splitlines(), rows, strict=True)}) == 1
 
 
 def test_module_entry_point(tmp_path: Path) -> None:

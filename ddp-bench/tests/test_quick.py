@@ -4,48 +4,26 @@ rank 1 slowed 2x; every run folder holds its artifacts and the report has every 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
 
 from ddp_bench import SECTIONS
-from ddp_bench.data._mnist import idx_images, idx_labels
 
 MODES = ("solo-0", "solo-1", "cpu-cadence", "cpu-async")
 ARTIFACTS = ("run.json", "training.log", "timeline.json", "timeline.csv", "timeline.html",
              "dashboard.html")  # fmt: skip
 
 
-def digits_like(folder: Path, n_train: int = 2000, n_test: int = 500) -> None:
-    """A seeded, learnable 28x28 10-class set in MNIST's IDX layout (one bright bar per class)."""
-    rng = np.random.default_rng(0)
-    for stem, n in (("train", n_train), ("t10k", n_test)):
-        labels = rng.integers(0, 10, n)
-        images = rng.integers(0, 60, (n, 28, 28))
-        for i, k in enumerate(labels):
-            images[i, 2 + 2 * k : 4 + 2 * k, 4:24] = 255
-        (folder / f"{stem}-images-idx3-ubyte").write_bytes(idx_images(images))
-        (folder / f"{stem}-labels-idx1-ubyte").write_bytes(idx_labels(labels))
-
-
 @pytest.mark.slow
 @pytest.mark.multiprocess
-def test_quick_preset(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    digits_like(data)
+def test_quick_preset(tmp_path: Path, digits_dir: Path, run_bench: Callable[..., Any]) -> None:
     out = tmp_path / "runs"
-    env = dict(os.environ, FLODL_OFFLINE="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddp_bench", "quick", "--output", str(out), "--data-dir", str(data)],
-        capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = ("--output", str(out), "--data-dir", str(digits_dir))
+    run_bench("quick", *data, cwd=tmp_path, timeout=240)
     for mode in MODES:
         folder = out / "mlp" / mode
         for name in ARTIFACTS:
@@ -65,10 +43,6 @@ def test_quick_preset(tmp_path: Path) -> None:
     for mode in MODES:
         assert f"| {mode} |" in report
     # A second run rotates the first one's artifacts instead of overwriting them.
-    again = subprocess.run(
-        [sys.executable, "-m", "ddp_bench", "--model", "mlp", "--mode", "solo-0", "--epochs", "1",
-         "--batches", "5", "--output", str(out), "--data-dir", str(data)],
-        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path, env=env,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr[-3000:]
+    run_bench("--model", "mlp", "--mode", "solo-0", "--epochs", "1", "--batches", "5", *data,
+              cwd=tmp_path, timeout=120)  # fmt: skip
     assert len(list((out / "mlp" / "solo-0").glob("training.*.log"))) == 1

@@ -191,6 +191,17 @@ def _slowdown(items: Sequence[str], n_devices: int) -> dict[int, float]:
     return out
 
 
+def _check_machine_has(devices: tuple[str, ...]) -> None:
+    """CUDA devices this machine cannot give fail here, not in every run of the sweep."""
+    from flodl_core import ConfigError
+    from flodl_ddp._launch import check_cuda_devices
+
+    try:
+        check_cuda_devices(list(devices))
+    except ConfigError as e:
+        raise UsageError(f"--devices: {e}", "python -m ddp_bench --devices cpu,cpu") from None
+
+
 def default_devices() -> tuple[str, ...]:
     """Two GPUs when there are, else two CPU ranks (GPU detection does not initialise CUDA)."""
     from flodl_core import detect_gpus
@@ -204,7 +215,10 @@ def _resolve_devices(
 ) -> tuple[str, ...]:
     """``--devices``, else the preset's, else the machine's (or ``fallback`` without detection)."""
     if ns.devices is not None:
-        return _devices(ns.devices)
+        devices = _devices(ns.devices)
+        if detect:
+            _check_machine_has(devices)
+        return devices
     if "devices" in preset:
         return preset["devices"]
     return default_devices() if detect else fallback
@@ -304,8 +318,9 @@ def list_text() -> str:
     lines.append("  solo-0, solo-1  one device alone (device N of --devices)")
     lines.append(f"  {', '.join(MODES)}")
     lines.append("presets:")
-    for name, text in PRESET_HELP.items():
-        lines.append(f"  {name:<13} {text}")
+    width = max(13, *(len(name) for name in PRESETS))
+    for name in PRESETS:
+        lines.append(f"  {name:<{width}} {PRESET_HELP[name]}")
     return "\n".join(lines)
 
 

@@ -96,4 +96,5 @@ PRESET_HELP = {
     "validate": "the full sweep, then the check against --baseline",
     "report": "no training: report the runs saved under --output",
     "cpu-2rank": "logistic/mlp/lenet, solo + six modes, 2 CPU ranks, rank 1 slowed 2x, 3 rounds",
+    "cpu-2rank-long": "cpu-2rank at 30 epochs (past the ranks' first-epoch warm-up)",
 }

@@ -121,6 +121,14 @@ def scenarios(rank: int) -> dict[str, Any]:
     return out
 
 
+def _write_result(out_dir: str, rank: int, result: dict[str, Any]) -> None:
+    """``out_dir/rank<r>.json``, atomically (the parent reads it once the rank has exited)."""
+    path = Path(out_dir) / f"rank{rank}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, path)
+
+
 def main(rank: int, port: int, world_size: int, out_dir: str) -> None:
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world_size + 1, is_master=False)
@@ -131,9 +139,46 @@ def main(rank: int, port: int, world_size: int, out_dir: str) -> None:
         result: dict[str, Any] = scenarios(rank)
     except BaseException:
         result = {"error": traceback.format_exc()}
-    path = Path(out_dir) / f"rank{rank}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    os.replace(tmp, path)
+    _write_result(out_dir, rank, result)
     dist.barrier()  # both files exist before either rank tears down
     dist.destroy_process_group()
+
+
+def nccl_main(rank: int, port: int, world_size: int, out_dir: str) -> None:
+    """The bypass functions over NCCL, rank ``r`` on ``cuda:r`` (needs two GPUs): parameters
+    filled with ``r + 1``, gradients ``r + 1``, BatchNorm's running mean ``r``."""
+    result: dict[str, Any]
+    try:
+        device = torch.device(f"cuda:{rank}")
+        torch.cuda.set_device(device)
+        store = dist.TCPStore("127.0.0.1", port, None, is_master=False)
+        dist.init_process_group(
+            "nccl", store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=60)
+        )
+        model = Net().to(device)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(rank + 1.0)
+            model.bn.running_mean.fill_(float(rank))
+        sync_params(model)
+        sync_buffers(model)
+        result = {
+            "params": sorted({float(v) for p in model.parameters() for v in p.flatten()}),
+            "running_mean": model.bn.running_mean.tolist(),
+        }
+        for key in ("mean", "weighted"):
+            for p in (model.lin.weight, model.lin.bias):
+                p.grad = torch.full_like(p, rank + 1.0)
+            if key == "mean":
+                all_reduce_gradients(model)
+            else:
+                weighted_all_reduce_gradients(model, rank + 1)  # counts 1 and 2
+            result[key] = sorted({float(v) for p in (model.lin.weight, model.lin.bias)
+                                  for v in p.grad.flatten()})  # fmt: skip
+            result[key + "_device"] = str(model.lin.weight.grad.device)
+    except BaseException:
+        result = {"error": traceback.format_exc()}
+    _write_result(out_dir, rank, result)
+    if dist.is_initialized():
+        dist.barrier(device_ids=[rank])  # both files exist before either rank tears down
+        dist.destroy_process_group()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -105,6 +106,20 @@ def mismatched_model() -> nn.Module:
     """Rank 1 builds a wider hidden layer than rank 0."""
     hidden = HIDDEN + _rank()
     return nn.Sequential(nn.Linear(IN, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+
+
+def regression_builder(x: torch.Tensor, y: torch.Tensor, epochs: int) -> Any:
+    """The regression task's trainer builder: Adam, batches of 16, anchor 4 (the caller adds the
+    mode and the devices)."""
+    from flodl_ddp import Trainer
+
+    return (
+        Trainer.builder(make_model, make_adam, mse_step)
+        .dataset((x, y))
+        .batch_size(16)
+        .num_epochs(epochs)
+        .anchor(4)
+    )
 
 
 def mean_eval(model: nn.Module) -> float:
@@ -276,14 +291,7 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
         xt, yt = make_data(256, seed=1)
 
         def builder(mode: str, n_epochs: int):
-            return (
-                Trainer.builder(make_model, make_adam, mse_step)
-                .dataset((x, y))
-                .batch_size(16)
-                .num_epochs(n_epochs)
-                .mode(mode)
-                .anchor(4)
-            )
+            return regression_builder(x, y, n_epochs).mode(mode)
 
         for mode in MODES:
             t = time.perf_counter()

@@ -106,6 +106,24 @@ def test_non_picklable_factory_is_refused_before_spawning() -> None:
     assert "model_factory" in msg and "top level of an importable module" in msg
 
 
+def test_cuda_devices_this_machine_lacks_are_refused_before_spawning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flodl_core import GpuInfo
+    from flodl_ddp import _launch
+
+    b = _builder().mode("cpu-cadence")
+    monkeypatch.setattr(_launch.torch.version, "cuda", None)
+    monkeypatch.setattr(_launch.torch.version, "hip", None, raising=False)
+    with pytest.raises(ConfigError, match=r"name cuda:0, but this torch \(.+\) is built without"):
+        b.devices(["cuda:0", "cpu"]).run()
+    monkeypatch.setattr(_launch.torch.version, "cuda", "12.8")
+    one = [GpuInfo(index=0, name="NVIDIA H200", vendor="nvidia")]
+    monkeypatch.setattr(_launch, "detect_gpus", lambda: one)
+    with pytest.raises(ConfigError, match=r"name cuda:1, but this machine shows 1 GPU \(cuda:0\)"):
+        b.devices(["cuda:0", "cuda:1"]).run()
+
+
 def test_missing_required_fields() -> None:
     b = Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step).batch_size(4).num_epochs(1)
     with pytest.raises(ConfigError, match="dataset is required"):

@@ -77,6 +77,32 @@ def normalise_devices(devices: Any) -> list[str]:
     return out
 
 
+def check_cuda_devices(devices: list[str]) -> None:
+    """Refuse CUDA devices this machine cannot give, before any rank starts (a rank would
+    otherwise fail deep inside torch). Reads torch's build and :func:`flodl_core.detect_gpus`:
+    nothing here initialises CUDA. Without a GPU listing (no ``nvidia-smi``) the count is
+    unknown and only the build is checked."""
+    cuda = [d for d in devices if d.startswith("cuda")]
+    if not cuda:
+        return
+    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+        raise ConfigError(
+            f"devices {devices} name {cuda[0]}, but this torch ({torch.__version__}) is built "
+            "without CUDA; install a CUDA build of torch, or train on 'cpu' devices"
+        )
+    gpus = detect_gpus()
+    if not gpus:
+        return
+    for d in cuda:
+        index = torch.device(d).index or 0
+        if index >= len(gpus):
+            seen = ", ".join(f"cuda:{i}" for i in range(len(gpus)))
+            raise ConfigError(
+                f"devices {devices} name {d}, but this machine shows {len(gpus)} GPU"
+                f"{'s' if len(gpus) > 1 else ''} ({seen}); CUDA_VISIBLE_DEVICES narrows that list"
+            )
+
+
 def torchrun_env() -> dict[str, int | str] | None:
     """``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` when running under torchrun."""
     if not all(v in os.environ for v in TORCHRUN_VARS):

@@ -47,7 +47,14 @@ from ._config import (
     check_world,
 )
 from ._handle import DdpHandle
-from ._launch import RankPayload, launch, normalise_devices, summary_line, torchrun_env
+from ._launch import (
+    RankPayload,
+    check_cuda_devices,
+    launch,
+    normalise_devices,
+    summary_line,
+    torchrun_env,
+)
 from ._modes import Backend, Mode, Policy, parse_mode
 
 
@@ -358,6 +365,7 @@ class TrainerBuilder:
         world = len(devices) if env is None else int(env["world_size"])
         check_world(cfg, world)
         _check_devices(devices, mode)
+        check_cuda_devices(devices)
         _check_dataset(cfg, world)
         if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(
             logging.INFO
