@@ -24,6 +24,7 @@ def test_ddp_hetero_runs(run_script: Callable[..., subprocess.CompletedProcess[s
     assert "flodl ddp_hetero" in out
     for row in ("fast rank alone", "torch DDP per-batch", "flodl cpu-sync", "flodl cpu-cadence"):
         assert row in out
-    assert "step time flodl cpu-sync / torch DDP" in out
+    step = next(line for line in out.splitlines() if line.startswith("step time flodl cpu-sync"))
+    assert "against the torch DDP run just before it, 2 round(s)" in step  # paired per round
     header = next(line for line in out.splitlines() if line.startswith("run "))
     assert "vs alone" in header and "vs mean" in header  # both references of the ratio
