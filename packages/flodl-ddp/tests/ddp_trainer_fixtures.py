@@ -233,10 +233,22 @@ def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
         avg.average(weight)
         results["diloco"] = {"weight": m[0].weight.flatten().tolist()}
         # The sync hook: d loss / d w = r + 1 on every element, weighted by counts.
-        lin = nn.Linear(3, 1, bias=False)
-        ddp, _ = wrap_sync(lin, torch.device("cpu"), Backend.NCCL, False, weight)
-        (ddp(torch.ones(1, 3)) * (rank + 1.0)).sum().backward()
-        results["hook_grad"] = lin.weight.grad.flatten().tolist()
+        # Equal weights take DDP's own mean (no hook); the cpu backend's bf16 wire, the hook.
+        for name, backend, bf16, w in [
+            ("hook_grad", Backend.NCCL, False, weight),
+            ("mean_grad", Backend.NCCL, False, None),
+            ("bf16_grad", Backend.CPU, True, weight),
+        ]:
+            lin = nn.Linear(3, 1, bias=False)
+            ddp, state = wrap_sync(lin, torch.device("cpu"), backend, bf16, w)
+            for _ in range(2):  # the second step reuses the buckets the gradients now view
+                lin.zero_grad(set_to_none=True)
+                (ddp(torch.ones(1, 3)) * (rank + 1.0)).sum().backward()
+            results[name] = {
+                "grad": lin.weight.grad.flatten().tolist(),
+                "native": state.native,
+                "step_bytes": state.step_bytes,
+            }
     except Exception:
         results["error"] = traceback.format_exc()
     _write(out_dir, rank, results)

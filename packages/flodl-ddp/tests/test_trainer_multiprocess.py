@@ -327,7 +327,15 @@ def test_weighted_average_matches_hand_computed(averaging_results: list[dict[str
             assert res[name]["divergence"] == pytest.approx(abs(r + 1 - easgd) / easgd, rel=1e-5)
         # DiLoCo from global 0: delta = 0 - avg; first step p -= lr * (delta + mu * delta)
         assert res["diloco"]["weight"] == pytest.approx([0.7 * 1.9 * avg] * 6, rel=1e-5)
-        assert res["hook_grad"] == pytest.approx([avg] * 3, abs=1e-6)
+        # The sync step's reduction: d loss / d w = r + 1, weighted by counts or the plain mean.
+        assert res["hook_grad"]["grad"] == pytest.approx([avg] * 3, abs=1e-6)
+        assert res["mean_grad"]["grad"] == pytest.approx([2.0] * 3, abs=1e-6)  # (1 + 2 + 3) / 3
+        assert res["bf16_grad"]["grad"] == pytest.approx([avg] * 3, rel=1e-2)
+        assert [res[k]["native"] for k in ("hook_grad", "mean_grad", "bf16_grad")] == [
+            False, True, False,
+        ]  # fmt: skip
+        assert res["mean_grad"]["step_bytes"] == 3 * 4  # three float32 weights
+        assert res["bf16_grad"]["step_bytes"] == 3 * 2  # on a bfloat16 wire
 
 
 def test_three_rank_results_agree(averaging_results: list[dict[str, Any]]) -> None:

@@ -123,13 +123,12 @@ class RankEngine:
             self.comm.barrier("start")
 
     def _wrap_for_sync(self) -> tuple[nn.Module, Any]:
-        """Sync with several ranks: the model inside DDP with the weighted comm hook (and a
-        check that the forward went through it); otherwise the model itself."""
+        """Sync with several ranks: the model inside DDP (and a check that the forward went
+        through it); otherwise the model itself."""
         if not (self.sync and self.world > 1):
             return self.model, None
-        ddp, hook = wrap_sync(
-            self.model, self.device, self.mode.backend, self.cfg.bf16_wire, 1.0 / self.world
-        )
+        # Every rank steps on one full batch: the plain mean is the batch-weighted average.
+        ddp, hook = wrap_sync(self.model, self.device, self.mode.backend, self.cfg.bf16_wire)
         ddp.register_forward_pre_hook(self._saw_forward)
         return ddp, hook
 
@@ -352,7 +351,6 @@ class RankEngine:
     def _sync_epoch(self, it: Iterator[Any], steps: int) -> Iterator[Any]:
         start = now()
         self._compute_s = 0.0
-        sent = self._hook.bytes_sent if self._hook is not None else 0
         for _ in range(steps):
             yield from self._run_batch(next(it))
             self.global_step += self.world
@@ -364,7 +362,7 @@ class RankEngine:
         led.batches += steps
         led.syncs += steps
         if self._hook is not None:
-            led.comm_bytes += self._hook.bytes_sent - sent
+            led.comm_bytes += steps * self._hook.step_bytes
         led.span("compute", start, now())
 
     def _waiting(self, async_: bool, mine: int) -> tuple[bool, int]:
