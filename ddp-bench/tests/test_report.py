@@ -60,6 +60,30 @@ def test_report_has_every_section_in_order(
     assert "nothing to measure" in _section(text, "VRAM Usage")
 
 
+def test_speedup_breakdown_multiplies_to_the_speedup(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    sweep(tmp_path, make_record)
+    part = _section(render(load_records(tmp_path)), "Speedup Breakdown")
+    # solo-0 30 s at 1000 samples/s, solo-1 at 500; both two-rank runs measure [900, 450]:
+    # pair (1000 + 500) / 1000 = 1.5, together 1350 / 1500 = 0.9, engine = speedup / 1.35
+    assert "| mlp | cpu-cadence | 1.50x | 1.50x | 0.90 | 1.11 |" in part  # 30 / 20 = 1.5
+    assert "| mlp | nccl-sync | 0.67x | 1.50x | 0.90 | 0.49 |" in part  # 30 / 45
+    assert "resnet" not in part  # no solo-1 to compare with
+
+
+def test_speedup_breakdown_needs_both_solo_runs(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    for r in (
+        make_record("mlp", "solo-0", 30.0, [95.0]),
+        make_record("mlp", "cpu-async", 20.0, [95.0]),
+    ):
+        save_record(r, tmp_path / r.model / r.mode)
+    part = _section(render(load_records(tmp_path)), "Speedup Breakdown")
+    assert "Needs a two-rank run with solo-0 and solo-1" in part
+
+
 def test_synthetic_rows_and_incomplete_runs_are_marked(
     make_record: Callable[..., RunRecord], tmp_path: Path
 ) -> None:

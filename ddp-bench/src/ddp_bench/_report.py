@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import statistics
 from collections.abc import Callable, Sequence
 
 from flodl_ddp._slowdown import PAY_EVERY_S
@@ -21,6 +22,7 @@ SECTIONS = (
     "Convergence Quality vs solo-0",
     "Per-Epoch Loss Trajectory",
     "Speedup vs solo-0",
+    "Speedup Breakdown",
     "VRAM Usage",
     "Idle Analysis",
     "Idle Breakdown by Cause",
@@ -303,6 +305,61 @@ def _speed_cells(r: RunRecord, solo: RunRecord) -> list[str]:
     return [_f(r.speed_s, 1), _f(solo.speed_s, 1), ratio, _spread(r), _spread(solo)]
 
 
+def _speed(r: RunRecord, rank: int) -> float | None:
+    """Median over the epochs of rank ``rank``'s measured speed in run ``r`` (its samples over its
+    compute time, the slowdown's pauses included: ``EpochMetrics.per_rank_throughput``)."""
+    xs = [
+        e.throughput[rank]
+        for e in r.epochs
+        if e.throughput and len(e.throughput) > rank and e.throughput[rank] > 0
+    ]
+    return statistics.median(xs) if xs else None
+
+
+def _breakdown(ix: _Index) -> list[str]:
+    """Each two-rank run's speedup over solo-0 as the product of three factors (§ the text)."""
+    rows = []
+    for model, runs in ix.by_model.items():
+        solo = [ix.get(model, "solo-0"), ix.get(model, "solo-1")]
+        alone = [_speed(s, 0) if s else None for s in solo]
+        if solo[0] is None or None in alone:
+            continue
+        v0, v1 = alone  # type: ignore[misc]
+        for r in runs:
+            ranks = [_speed(r, k) for k in range(2)]
+            if r.mode.startswith("solo") or len(r.devices) != 2 or None in ranks or not r.train_s:
+                continue
+            speedup = solo[0].train_s / r.train_s
+            pair = (v0 + v1) / v0
+            together = sum(ranks) / (v0 + v1)  # type: ignore[arg-type]
+            engine = speedup / (pair * together)
+            rows.append(
+                [
+                    model,
+                    _tag(r),
+                    f"{speedup:.2f}x",
+                    f"{pair:.2f}x",
+                    f"{together:.2f}",
+                    f"{engine:.2f}",
+                ]
+            )
+    if not rows:
+        return ["Needs a two-rank run with solo-0 and solo-1 of the same model (speeds per epoch)."]
+    return [
+        "Where a two-rank run's speedup comes from, from each cell's last run: speedup = "
+        "*pair alone* x *ranks together* x *engine*. **Pair alone** is what the two devices "
+        "could give at their solo speeds (1 + solo-1's speed / solo-0's: the ideal). **Ranks "
+        "together** is the speed each rank measured in the run (its samples over its compute "
+        "time, the slowdown included), summed, over the same sum alone: below 1 when the ranks "
+        "slow each other down (sharing cores, caches or memory bandwidth) or, in sync modes, "
+        "wait inside backward. **Engine** is the rest: the share of the ranks' speed the run "
+        "turned into training (waiting, averaging, epoch boundaries), relative to the share "
+        "solo-0 turns of its own speed (1.00 = as efficient as one device alone).",
+        "",
+        *_table(["Model", "Mode", "Speedup", "Pair alone", "Ranks together", "Engine"], rows),
+    ]
+
+
 def _count(records: Sequence[RunRecord]) -> str:
     """``N run(s)``, or ``N cells, M runs`` when cells were repeated."""
     runs = sum(max(1, len(r.repeat_train_s or ())) for r in records)
@@ -481,6 +538,7 @@ def render(records: Sequence[RunRecord], *, title: str = "ddp-bench report") -> 
                 "solo-0 runs (s)",
             ],
         ),
+        "Speedup Breakdown": _breakdown(ix),
         "VRAM Usage": _vram(ordered),
         "Idle Analysis": _idle(ordered),
         "Idle Breakdown by Cause": _idle_causes(ordered),
