@@ -313,6 +313,9 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
                 "eval": _eval_mse(state, xt, yt),
                 "losses": [m.avg_loss for m in h.history],
                 "seconds": time.perf_counter() - t,
+                # per epoch: the averagings (sync: steps) and each rank's bytes to all-reduce
+                "syncs": [m.syncs for m in h.history],
+                "comm_bytes": [[r.comm_bytes for r in m.per_rank] for m in h.history],
             }
             _write(out_dir, rank, results)
 
