@@ -191,20 +191,23 @@ def report(args: argparse.Namespace, result: dict[str, object]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--samples", type=int, default=4096)
-    p.add_argument("--width", type=int, default=1280)
-    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=30, help="timed rounds (default 30)")
+    p.add_argument("--samples", type=int, default=4096, help="dataset size (default 4096)")
+    p.add_argument("--width", type=int, default=1280, help="the MLP's hidden width (default 1280)")
+    p.add_argument("--batch", type=int, default=64, help="batch size per rank (default 64)")
     p.add_argument("--slow", type=float, default=2.0, help="rank 1's slowdown factor (>= 1)")
     p.add_argument("--modes", default="nccl-sync,cpu-sync", help="comma-separated sync modes")
     args = p.parse_args()
-    args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if args.rounds < 1:
-        p.error(f"--rounds must be >= 1, got {args.rounds}")
+    args.modes = list(dict.fromkeys(m.strip() for m in args.modes.split(",") if m.strip()))
+    for name in ("rounds", "width", "batch"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.slow < 1.0:
         p.error(f"--slow must be >= 1, got {args.slow}")
     if args.samples // WORLD < args.batch:
         p.error(f"--samples {args.samples} gives each rank less than one batch of {args.batch}")
+    if not args.modes:
+        p.error("--modes names no mode")
     for mode in args.modes:
         if not mode.endswith("-sync"):
             p.error(f"--modes takes sync modes (nccl-sync, cpu-sync), got {mode!r}")

@@ -37,6 +37,9 @@ def test_ddp_sync_step_runs(run_script: Callable[..., subprocess.CompletedProces
     [
         (("--modes", "cpu-cadence"), "--modes takes sync modes"),
         (("--rounds", "0"), "--rounds must be >= 1"),
+        (("--width", "0"), "--width must be >= 1"),
+        (("--batch", "0"), "--batch must be >= 1"),
+        (("--modes", ","), "--modes names no mode"),
         (("--slow", "0.5"), "--slow must be >= 1"),
         (("--samples", "10", "--batch", "64"), "less than one batch"),
     ],
