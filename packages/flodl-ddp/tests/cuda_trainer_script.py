@@ -17,7 +17,6 @@ one failure does not hide the others:
 from __future__ import annotations
 
 import json
-import os
 import sys
 import traceback
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import torch
 from ddp_trainer_fixtures import make_data, make_model, regression_builder
 
-from flodl_core import detect_gpus
+from flodl_core import atomic_write, detect_gpus
 
 EPOCHS = 6
 TIMEOUT_S = 180.0
@@ -78,10 +77,7 @@ def main(path: str) -> None:
         for mode in ("nccl-sync", "nccl-cadence", "nccl-async", "cpu-sync"):
             out[mode] = train(["cuda:0", "cuda:1"], mode)
     out["cuda_solo"] = train(["cuda:0"], None)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(out, f)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(out))
 
 
 if __name__ == "__main__":

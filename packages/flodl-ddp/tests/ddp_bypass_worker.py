@@ -7,15 +7,13 @@ them with hand-computed values.
 
 from __future__ import annotations
 
-import json
-import os
 import traceback
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from rank_harness import write_result
 from torch import nn
 
 from flodl_ddp import (
@@ -121,14 +119,6 @@ def scenarios(rank: int) -> dict[str, Any]:
     return out
 
 
-def _write_result(out_dir: str, rank: int, result: dict[str, Any]) -> None:
-    """``out_dir/rank<r>.json``, atomically (the parent reads it once the rank has exited)."""
-    path = Path(out_dir) / f"rank{rank}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    os.replace(tmp, path)
-
-
 def main(rank: int, port: int, world_size: int, out_dir: str) -> None:
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, world_size + 1, is_master=False)
@@ -139,7 +129,7 @@ def main(rank: int, port: int, world_size: int, out_dir: str) -> None:
         result: dict[str, Any] = scenarios(rank)
     except BaseException:
         result = {"error": traceback.format_exc()}
-    _write_result(out_dir, rank, result)
+    write_result(out_dir, rank, result)
     dist.barrier()  # both files exist before either rank tears down
     dist.destroy_process_group()
 
@@ -178,7 +168,7 @@ def nccl_main(rank: int, port: int, world_size: int, out_dir: str) -> None:
             result[key + "_device"] = str(model.lin.weight.grad.device)
     except BaseException:
         result = {"error": traceback.format_exc()}
-    _write_result(out_dir, rank, result)
+    write_result(out_dir, rank, result)
     if dist.is_initialized():
         dist.barrier(device_ids=[rank])  # both files exist before either rank tears down
         dist.destroy_process_group()

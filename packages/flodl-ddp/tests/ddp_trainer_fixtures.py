@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from rank_harness import write_result
 from torch import nn
 
 from flodl_ddp import record_scalar
@@ -152,16 +153,6 @@ def _join_group(rank: int, world: int, port: int) -> None:
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
 
 
-def _write(out_dir: str, rank: int, results: dict) -> None:
-    import json
-    import os
-
-    path = os.path.join(out_dir, f"rank{rank}.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(results, f)
-    os.replace(path + ".tmp", path)
-
-
 def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
     """Averager and the sync comm hook on hand-made numbers: rank r holds the value r + 1 in
     every parameter, ran ``r + 1`` batches, and has buffers ``running_mean = r``,
@@ -251,7 +242,7 @@ def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
             }
     except Exception:
         results["error"] = traceback.format_exc()
-    _write(out_dir, rank, results)
+    write_result(out_dir, rank, results)
 
 
 def _eval_mse(state, x: torch.Tensor, y: torch.Tensor) -> float:
@@ -317,7 +308,7 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
                 "syncs": [m.syncs for m in h.history],
                 "comm_bytes": [[r.comm_bytes for r in m.per_rank] for m in h.history],
             }
-            _write(out_dir, rank, results)
+            write_result(out_dir, rank, results)
 
         # Resume: 4 epochs straight vs 2 epochs + checkpoint, then resumed to 4.
         straight = builder("cpu-sync", 4).run().join(timeout=120)
@@ -330,10 +321,10 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
             ),
             "epochs_run": [m.epoch for m in resumed_handle.history],
         }
-        _write(out_dir, rank, results)
+        write_result(out_dir, rank, results)
 
         results["session"] = _cooperative_session(x, y, xt, yt)
-        _write(out_dir, rank, results)
+        write_result(out_dir, rank, results)
 
         try:
             Trainer.builder(mismatched_model, make_adam, mse_step).dataset((x, y)).batch_size(
@@ -344,7 +335,7 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
             results["mismatch"] = str(e)
     except Exception:
         results["error"] = traceback.format_exc()
-    _write(out_dir, rank, results)
+    write_result(out_dir, rank, results)
 
 
 def counters_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> None:
@@ -360,8 +351,9 @@ def counters_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> N
         comm.barrier("go")  # start together, so the adds interleave
         got = [comm.counter("claims", 1) for _ in range(n)]
         comm.barrier("done")
-        _write(out_dir, rank, {"shared": shared, "got": got, "final": comm.counter("claims", 0)})
+        final = comm.counter("claims", 0)
+        write_result(out_dir, rank, {"shared": shared, "got": got, "final": final})
     except BaseException:
         import traceback
 
-        _write(out_dir, rank, {"error": traceback.format_exc()})
+        write_result(out_dir, rank, {"error": traceback.format_exc()})

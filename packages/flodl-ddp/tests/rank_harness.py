@@ -19,6 +19,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from flodl_core import atomic_write
 from flodl_ddp._comm import Comm
 
 
@@ -44,6 +45,12 @@ def thread_ranks(world: int, body: Callable[[Comm], Any]) -> list[Any]:
     if errors:
         raise errors[0]
     return out
+
+
+def write_result(out_dir: str | Path, rank: int, result: dict[str, Any]) -> None:
+    """A rank's results as ``out_dir/rank<r>.json``, atomically: the file :func:`spawn_ranks`
+    reads once the rank has exited."""
+    atomic_write(Path(out_dir) / f"rank{rank}.json", json.dumps(result))
 
 
 def spawn_ranks(
