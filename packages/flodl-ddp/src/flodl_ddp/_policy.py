@@ -25,6 +25,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from ._buckets import _wire
 from ._modes import Backend
 
 
@@ -102,9 +103,7 @@ def wrap_sync(
     to_cpu = backend is Backend.CPU and device.type != "cpu"
     wire = torch.bfloat16 if backend is Backend.CPU and bf16_wire else None
     step_bytes = sum(
-        p.numel() * (wire.itemsize if wire is not None else p.element_size())
-        for p in model.parameters()
-        if p.requires_grad
+        p.numel() * _wire(p, wire).itemsize for p in model.parameters() if p.requires_grad
     )
     native = weight is None and not to_cpu and wire is None
     state = HookState(
