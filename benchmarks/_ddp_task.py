@@ -1,4 +1,5 @@
-"""The classification task both distributed benchmarks train (`ddp_hetero.py`, `ddp_comm.py`).
+"""The classification task the distributed benchmarks train (`ddp_hetero.py`, `ddp_comm.py`,
+`ddp_sync_step.py`), and the plain torch DDP they compare against.
 
 Spawned ranks import the benchmark script, which imports this module from the same folder, so
 the factories they receive build the same model on every rank.
@@ -6,9 +7,17 @@ the factories they receive build the same model on every rank.
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 from torch import nn
 
 IN, CLASSES = 64, 10
@@ -62,3 +71,48 @@ def train_alone(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y
             loss.backward()
             opt.step()
     return epochs * n, time.perf_counter() - t
+
+
+# ---- plain torch DDP on two spawned ranks ------------------------------------------------------
+
+
+def spawn_pair(rank_fn: Callable[..., None], *args: Any) -> Any:
+    """Run ``rank_fn(rank, port, *args, out)`` on two spawned ranks; returns the JSON rank 0
+    wrote to ``out`` (the parent hosts the store on a free port)."""
+    store = dist.TCPStore(
+        "127.0.0.1", 0, None, True, timeout=timedelta(seconds=120), wait_for_workers=False
+    )
+    with tempfile.TemporaryDirectory() as d:
+        out = str(Path(d) / "result.json")
+        ctx = mp.start_processes(
+            rank_fn, args=(store.port, *args, out), nprocs=2, join=False, start_method="spawn"
+        )
+        while not ctx.join(timeout=600):
+            pass
+        return json.loads(Path(out).read_text())
+
+
+def join_pair(rank: int, port: int) -> None:
+    """This spawned rank joins the pair's gloo group on one torch thread."""
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=120))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+
+
+def ddp_epoch(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+              rank: int, batch: int, epoch: int, slow: Any) -> int:  # fmt: skip
+    """One epoch of plain torch DDP as a PyTorch user writes it: rank ``rank``'s half of the
+    epoch's seeded permutation in full batches, index slicing, ``slow.after_batch`` (flodl's
+    slowdown hook) after each step. Returns the steps taken."""
+    per = x.shape[0] // 2 // batch * batch
+    g = torch.Generator().manual_seed(42 + epoch)
+    order = torch.randperm(x.shape[0], generator=g)[rank * per : (rank + 1) * per]
+    for i in range(0, per, batch):
+        t = time.perf_counter()
+        idx = order[i : i + batch]
+        loss = train_step(model, (x[idx], y[idx]))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        slow.after_batch(t)
+    return per // batch

@@ -48,16 +48,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from _ddp_task import held_out_loss, make_data, mlp, train_alone, train_step
+from _ddp_task import (
+    ddp_epoch,
+    held_out_loss,
+    join_pair,
+    make_data,
+    mlp,
+    spawn_pair,
+    train_alone,
+    train_step,
+)
 from torch import nn
 
 from flodl_ddp import MODES, Trainer
@@ -96,35 +102,22 @@ def run_solo(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int) -> tuple
 def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epochs: int,
                     batch: int, width: int, out: str) -> None:  # fmt: skip
     os.environ["DDP_HETERO_WIDTH"] = str(width)
-    torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=120))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+    join_pair(rank, port)
     torch.manual_seed(42)
     model = nn.parallel.DistributedDataParallel(make_model())
     opt = make_optim(list(model.parameters()))
     for g in opt.param_groups:  # the linear scaling rule, as flodl sync's lr_scale_ratio=1.0
         g["lr"] = LR * 2
-    per = x.shape[0] // 2 // batch * batch
     slow = Slowdown(SLOW if rank == 1 else 1.0, torch.device("cpu"))
     dist.barrier()
     t = time.perf_counter()
-    for epoch in range(epochs):
-        g = torch.Generator().manual_seed(42 + epoch)
-        order = torch.randperm(x.shape[0], generator=g)[rank * per : (rank + 1) * per]
-        for i in range(0, per, batch):
-            t_batch = time.perf_counter()
-            idx = order[i : i + batch]
-            loss = train_step(model, (x[idx], y[idx]))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            slow.after_batch(t_batch)  # flodl's own slowdown hook (active on rank 1 only)
+    steps = sum(ddp_epoch(model, opt, x, y, rank, batch, epoch, slow) for epoch in range(epochs))
     slow.settle()  # what rank 1 still owes, as flodl's ranks pay it before their epoch ends
     dist.barrier()
     seconds = time.perf_counter() - t
     if rank == 0:
         state = {k: v.detach().clone() for k, v in model.module.state_dict().items()}
-        result = {"samples_per_s": epochs * 2 * per / seconds, "loss": eval_loss(state)}
+        result = {"samples_per_s": 2 * steps * batch / seconds, "loss": eval_loss(state)}
         Path(out).write_text(json.dumps(result))
     dist.barrier()
     os._exit(0)  # skip gloo teardown: the result is written
@@ -132,18 +125,7 @@ def _torch_ddp_rank(rank: int, port: int, x: torch.Tensor, y: torch.Tensor, epoc
 
 def run_torch_ddp(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int,
                   width: int) -> tuple[float, float]:  # fmt: skip
-    store = dist.TCPStore(
-        "127.0.0.1", 0, None, True, timeout=timedelta(seconds=120), wait_for_workers=False
-    )
-    with tempfile.TemporaryDirectory() as d:
-        out = str(Path(d) / "torch_ddp.json")
-        ctx = mp.start_processes(
-            _torch_ddp_rank, args=(store.port, x, y, epochs, batch, width, out), nprocs=2,
-            join=False, start_method="spawn",
-        )  # fmt: skip
-        while not ctx.join(timeout=600):
-            pass
-        result = json.loads(Path(out).read_text())
+    result = spawn_pair(_torch_ddp_rank, x, y, epochs, batch, width)
     return result["samples_per_s"], result["loss"]
 
 

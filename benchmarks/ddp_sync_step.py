@@ -31,16 +31,13 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from _ddp_task import make_data, mlp, train_step
+from _ddp_task import ddp_epoch, join_pair, make_data, mlp, spawn_pair, train_step
 from torch import nn
 
 from flodl_ddp import DdpConfig, Trainer
@@ -69,24 +66,11 @@ class TorchEpochs:
         self.opt = make_optim(list(self.model.parameters()))
         for g in self.opt.param_groups:  # the linear scaling rule, as flodl's lr_scale_ratio=1.0
             g["lr"] = LR * WORLD
-        self.per = x.shape[0] // WORLD // args.batch * args.batch
         self.slow = Slowdown(args.slow if rank == 1 else 1.0, torch.device("cpu"))
 
     def epoch(self, n: int) -> int:
         """Train epoch ``n``; returns the steps taken."""
-        g = torch.Generator().manual_seed(42 + n)
-        order = torch.randperm(self.x.shape[0], generator=g)
-        order = order[self.rank * self.per : (self.rank + 1) * self.per]
-        steps = 0
-        for i in range(0, self.per, self.batch):
-            t = time.perf_counter()
-            idx = order[i : i + self.batch]
-            loss = train_step(self.model, (self.x[idx], self.y[idx]))
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
-            self.slow.after_batch(t)
-            steps += 1
+        steps = ddp_epoch(self.model, self.opt, self.x, self.y, self.rank, self.batch, n, self.slow)
         self.slow.settle()  # as flodl's ranks do before their epoch ends
         return steps
 
@@ -116,9 +100,7 @@ def rotate(names: list[str], round_: int) -> list[str]:
 
 
 def _rank(rank: int, port: int, args: argparse.Namespace, out: str) -> None:
-    torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=120))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD)
+    join_pair(rank, port)
     x, y = make_data(args.samples, seed=0)
     runners: dict[str, Callable[[int], int]] = {TORCH: TorchEpochs(rank, x, y, args).epoch}
     for mode in args.modes:
@@ -144,17 +126,7 @@ def _rank(rank: int, port: int, args: argparse.Namespace, out: str) -> None:
 
 def measure(args: argparse.Namespace) -> dict[str, object]:
     """Spawn the two ranks; returns ``{"seconds": {name: [per round]}, "steps": {name: n}}``."""
-    store = dist.TCPStore(
-        "127.0.0.1", 0, None, True, timeout=timedelta(seconds=120), wait_for_workers=False
-    )
-    with tempfile.TemporaryDirectory() as d:
-        out = str(Path(d) / "epochs.json")
-        ctx = mp.start_processes(
-            _rank, args=(store.port, args, out), nprocs=WORLD, join=False, start_method="spawn"
-        )
-        while not ctx.join(timeout=600):
-            pass
-        return json.loads(Path(out).read_text())
+    return spawn_pair(_rank, args)
 
 
 def quartiles(xs: list[float]) -> tuple[float, float, float]:
