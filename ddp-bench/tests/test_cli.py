@@ -33,6 +33,12 @@ def test_quick_preset_and_overrides() -> None:
     assert c.epochs == 1 and c.modes == ("cpu-async", "solo-0") and c.report == "out/report.md"
 
 
+def test_slowdown_of_one_undoes_the_presets() -> None:
+    assert cfg("quick", "--slowdown", "1=1").slowdown == {}
+    assert cfg("quick", "--slowdown", "1=1.5").slowdown == {1: 1.5}
+    assert cfg("--slowdown", "0=3", "--slowdown", "1=1").slowdown == {0: 3.0}
+
+
 def test_cpu_2rank_preset_writes_into_the_bench_folder() -> None:
     c = cfg("cpu-2rank")
     assert c.models == ("logistic", "mlp", "lenet") and c.modes == ("solo-0", "solo-1", *MODES)

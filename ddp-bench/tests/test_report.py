@@ -60,6 +60,18 @@ def test_report_has_every_section_in_order(
     assert "nothing to measure" in _section(text, "VRAM Usage")
 
 
+def test_vram_per_rank_of_gpu_runs(make_record: Callable[..., RunRecord], tmp_path: Path) -> None:
+    gpu = make_record("mlp", "cpu-cadence", 20.0, [95.5, 96.2])
+    gpu.devices, gpu.peak_memory = ["cuda:0", "cpu"], [3 * 2**20 + 2**19, 0]
+    old = make_record("mlp", "solo-0", 30.0, [95.0, 96.0])
+    old.devices = ["cuda:0"]  # a record from before peak memory was kept
+    for r in (gpu, old):
+        save_record(r, tmp_path / r.model / r.mode)
+    vram = _section(render(load_records(tmp_path)), "VRAM Usage")
+    assert "| mlp | cpu-cadence | cuda:0: 3.5 MiB, cpu: — |" in vram
+    assert "| mlp | solo-0 | not recorded |" in vram
+
+
 def test_speedup_breakdown_multiplies_to_the_speedup(
     make_record: Callable[..., RunRecord], tmp_path: Path
 ) -> None:

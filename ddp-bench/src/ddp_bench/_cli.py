@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--slowdown",
         action="append",
         metavar="RANK=FACTOR",
-        help="rank RANK runs FACTOR (>= 1) times slower (repeatable)",
+        help="rank RANK runs FACTOR (>= 1) times slower (repeatable); 1 = not slowed, which "
+        "undoes a preset's slowdown",
     )
     a("--list", action="store_true", help="list models, modes and presets, then exit")
     return p
@@ -187,7 +188,8 @@ def _slowdown(items: Sequence[str], n_devices: int) -> dict[int, float]:
             raise UsageError(
                 f"--slowdown: factor {f} is below 1 (it can only slow a rank down)", hint
             )
-        out[r] = f
+        if f > 1.0:  # 1 = as fast as it is: no entry, no "slowed 1x" in the logs
+            out[r] = f
     return out
 
 

@@ -92,6 +92,9 @@ class RunRecord:
     repeat_train_s: list[float] | None = None
     """``--repeats``: the training times of every complete run of this cell in the invocation,
     in run order (this record is the last run's); absent for a single run."""
+    peak_memory: list[int] | None = None
+    """Per rank, the most device memory its tensors held during the run (bytes; 0 on a CPU rank,
+    where torch keeps no count); absent in records older than this field."""
 
     @property
     def final_loss(self) -> float | None:

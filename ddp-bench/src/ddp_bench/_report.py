@@ -393,16 +393,23 @@ def _vram(records: Sequence[RunRecord]) -> list[str]:
     gpu = [r for r in records if any(d.startswith("cuda") for d in r.devices)]
     if not gpu:
         return ["No CUDA device in these runs: nothing to measure (CPU ranks)."]
-    rows = [
-        [
-            r.model,
-            _tag(r),
-            ", ".join(f"{v / 2**20:.0f} MiB" for v in r.hardware.get("vram_peak", []))
-            or "not recorded",
-        ]
-        for r in gpu
+    rows = [[r.model, _tag(r), _peaks(r)] for r in gpu]
+    return [
+        "The most memory each rank's tensors held on its device during the run "
+        "(`torch.cuda.max_memory_allocated`: the replica, its gradients, the optimizer's state, "
+        "activations and resident data; the caching allocator reserves more).",
+        "",
+        *_table(["Model", "Mode", "Peak VRAM per rank"], rows),
     ]
-    return _table(["Model", "Mode", "Peak VRAM per rank"], rows)
+
+
+def _peaks(r: RunRecord) -> str:
+    if r.peak_memory is None or len(r.peak_memory) != len(r.devices):
+        return "not recorded"
+    return ", ".join(
+        f"{d}: {v / 2**20:.1f} MiB" if d.startswith("cuda") else f"{d}: —"
+        for d, v in zip(r.devices, r.peak_memory, strict=True)
+    )
 
 
 def _idle(records: Sequence[RunRecord]) -> list[str]:

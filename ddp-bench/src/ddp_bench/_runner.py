@@ -272,6 +272,7 @@ def run_one(
         if error is not None or len(rows) == epochs
         else f"{len(rows)} of {epochs} epochs",
         eval_samples=len(bundle.test.tensors[0]) if spec.task != "lm" else None,
+        peak_memory=[r.peak_memory_bytes for r in raw[-1].per_rank] if raw else None,
     )
     save_record(record, folder)
     return record

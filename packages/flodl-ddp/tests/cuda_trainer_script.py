@@ -60,6 +60,7 @@ def train(devices: list[str], mode: str | None) -> dict[str, Any]:
             "batch_share": list(last.per_rank_batch_share),
             "rank_batches": [r.batches for r in last.per_rank],
             "syncs": last.syncs,
+            "peak_memory": [r.peak_memory_bytes for r in last.per_rank],
         }
     except Exception:
         return {"error": traceback.format_exc()}

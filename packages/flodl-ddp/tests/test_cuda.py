@@ -66,12 +66,17 @@ def test_pairs_with_a_gpu_converge_like_solo(runs: dict[str, Any], name: str) ->
     assert run["losses"][-1] < run["losses"][0] / 5, run["losses"]
     assert all(b > 0 for b in run["rank_batches"]) and run["syncs"] > 0
     assert sum(run["batch_share"]) == pytest.approx(1.0, abs=1e-6)
+    # a CUDA rank reports the memory its replica, gradients and optimizer state took; a CPU
+    # rank 0 (torch keeps no count there)
+    for dev, peak in zip(run["devices"], run["peak_memory"], strict=True):
+        assert (peak > 0) if dev.startswith("cuda") else (peak == 0), (dev, peak)
 
 
 def test_one_gpu_runs_in_process_like_one_cpu(runs: dict[str, Any]) -> None:
     solo, gpu = _ok(runs, "solo_cpu"), _ok(runs, "cuda_solo")
     assert gpu["world"] == 1 and gpu["devices"] == ["cuda:0"] and gpu["state_devices"] == ["cpu"]
     assert gpu["eval"] == pytest.approx(solo["eval"], rel=DEVICE_TOLERANCE)
+    assert gpu["peak_memory"][0] > 0 and solo["peak_memory"] == [0]
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs two CUDA devices")

@@ -90,6 +90,44 @@ def test_miss_streak_must_be_consecutive() -> None:
     assert e.ms_per_batch[0] == 10.0
 
 
+def test_first_reading_is_provisional() -> None:
+    # rank 0 is a GPU whose first window carried its warm-up: 50 ms a batch, then 10
+    e = ElChe(2)
+    feed(e, [50.0, 20.0])
+    # calibration 1 uses it (nothing better yet): slowest 50 → rank 0 anchors with 10 batches;
+    # rank 1: round(10·50/20) = 25
+    assert e.ms_per_batch == [50.0, 20.0] and e.anchor_rank == 0 and e.counts == [10, 25]
+    feed(e, [10.0, 20.0])
+    # the second reading replaces the first (a mean would say 30, still "slower" than 20);
+    # the first settled calibration re-elects: slowest 20 → rank 1; rank 0: round(10·20/10) = 20
+    assert e.ms_per_batch == [10.0, 20.0] and e.anchor_rank == 1 and e.counts == [20, 10]
+    feed(e, [12.0, 20.0])  # settled: readings average again, (10 + 12)/2 = 11
+    assert e.ms_per_batch == [11.0, 20.0] and e.anchor_rank == 1
+
+
+def test_settling_skips_the_dead_zone_and_keeps_a_hinted_anchor() -> None:
+    e = ElChe(2, speed_hint=(1, 2.0))
+    assert e.counts == [20, 10]
+    feed(e, [10.0, 19.5])  # provisional: rank 1 anchors (hinted); round(10·19.5/10) = 20
+    assert e.counts == [20, 10]
+    feed(e, [10.0, 20.5])
+    # settled: 20.5 → round(20.5) = 21: 5 % of 20 = 1 is the dead zone, skipped when settling;
+    # the hinted anchor rank was not elected from provisional readings: it stays
+    assert e.ms_per_batch == [10.0, 20.5] and e.anchor_rank == 1 and e.counts == [21, 10]
+
+
+def test_a_cleared_window_starts_provisional_again() -> None:
+    e = ElChe(2)
+    feed(e, [10.0, 20.0])
+    feed(e, [10.0, 20.0])
+    for _ in range(5):  # five misses of rank 0 clear its window
+        e.report_timing([0.0, 200.0], [1, 10], 0.0)
+    assert e.ms_per_batch[0] is None
+    e.report_timing([30.0, 200.0], [1, 10], 0.0)  # back, warming up again: 30
+    e.report_timing([8.0, 200.0], [1, 10], 0.0)  # replaces it
+    assert e.ms_per_batch == [8.0, 20.0]
+
+
 def test_phases() -> None:
     e = ElChe(2)
     seen = []
@@ -399,6 +437,22 @@ def test_state_dict_round_trip() -> None:
     assert a.relax_anchor_up() == b.relax_anchor_up()
     with pytest.raises(CheckpointError, match="world_size 3"):
         ElChe(2).load_state_dict(state)
+    # saved between a rank's first (provisional) reading and its second: continues alike
+    a = ElChe(2)
+    feed(a, [50.0, 20.0])
+    b = ElChe(2)
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    feed(a, [10.0, 20.0])
+    feed(b, [10.0, 20.0])
+    assert b.state_dict() == a.state_dict() and b.counts == [20, 10]
+    # a state saved before readings could be provisional holds settled readings only
+    old = a.state_dict()
+    for key in ("provisional", "settled", "elected_provisionally"):
+        del old[key]
+    c = ElChe(2)
+    c.load_state_dict(old)
+    feed(c, [12.0, 20.0])
+    assert c.ms_per_batch == [11.0, 20.0]
     del state["windows"]
     with pytest.raises(CheckpointError, match="'windows'"):
         ElChe(3).load_state_dict(state)

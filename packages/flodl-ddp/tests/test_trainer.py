@@ -176,6 +176,7 @@ def test_world_of_one_runs_in_process_with_the_same_api(tmp_path: Path) -> None:
     assert last.avg_loss < first.avg_loss
     assert last.scalars["half_loss"] == pytest.approx(last.avg_loss / 2, rel=1e-6)
     assert last.per_rank[0].batches == 16 and last.per_rank_batch_share == [1.0]
+    assert last.per_rank[0].peak_memory_bytes == 0  # a CPU device: torch keeps no count
     assert isinstance(last.eval, float) and math.isfinite(last.lr)
     model = fx.make_model()
     state.load_into(model)

@@ -148,9 +148,12 @@ def test_fused_on_cuda_matches_for_loop() -> None:
     o2 = torch.optim.AdamW(m2.parameters(), lr=1e-2, foreach=False)
     g = torch.Generator(device="cuda").manual_seed(1)
     for _ in range(3):
+        x = torch.randn(16, 6, device="cuda", generator=g)  # the same batch for both
         for m, o in ((m1, o1), (m2, o2)):
             o.zero_grad()
-            x = torch.randn(16, 6, device="cuda", generator=g)
             m(x).square().mean().backward()
             o.step()
-    _assert_same_params(m1, m2)
+    # The fused kernel rounds in another order than the for-loop: float32's default tolerance
+    # (rtol 1.3e-6, atol 1e-5), not the bit-level bound of the CPU comparisons.
+    for (name, pa), (_, pb) in zip(m1.named_parameters(), m2.named_parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, msg=lambda m, n=name: f"parameter {n}: {m}")

@@ -47,6 +47,7 @@ from ._elastic import ElasticOptions, Exposure, require_torchft
 from ._elastic_transport import StateTransport
 from ._metrics import EpochMetrics, ScalarSink, combine_ranks, run_eval
 from ._store import listen_store
+from ._warmup import warm_up
 from ._worker import RankPayload, _build_model, _save_state, set_threads
 
 # phase codes shared with the launcher's watchdog
@@ -152,6 +153,7 @@ class ElasticEngine:
         self.cursor = 0
         self.windows = 0
         self.names: list[str] = []
+        warm_up(self.device, self.model)  # before the epoch's clock starts
         self._reset_epoch_numbers()
         # this rank's scalars not yet in the shared name table (rare: a name too long to
         # announce in one window waits for the next)

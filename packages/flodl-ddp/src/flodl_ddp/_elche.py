@@ -10,6 +10,13 @@ The rules (floDl's "ddp-scale" ElChe):
 - **Trust window.** Each rank's milliseconds per batch (``wall_ms / batches``, the batches it
   actually ran) go into a ring of the last 5 readings; the smoothed speed is their mean. A zero or
   invalid reading is a *miss*; 5 misses in a row clear that rank's window.
+- **Provisional first reading.** A rank's first reading (into an empty window) carries one-off
+  costs: a GPU's context, library handles and lazily loaded kernels, the allocator's first
+  growth, page faults. On a GPU that can be hundreds of milliseconds, enough to make an H200 look
+  slower than one CPU core for the next five windows. So it is used (nothing better exists yet)
+  and replaced by the rank's second reading instead of being averaged with it. The first
+  calibration made of settled readings only sets the counts as a first calibration does (no
+  dead zone) and re-elects an anchor rank that was elected from provisional readings.
 - **Calibration.** A report after which every rank has at least one reading calibrates: phase
   Probe (0 calibrations) → Warmup (first) → Stable (≥ 5) → Mature (≥ 20).
 - **Anchor election** (when no anchor rank exists yet, or in Stable and later): the slow cohort
@@ -175,14 +182,22 @@ class ElChe:
                 )
             self._hint_ratio = _finite("speed_hint ratio", ratio, positive=True)
             self._anchor_rank = slow
-        self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(world_size)]
-        self._misses = [0] * world_size
-        self._calibrations = 0
-        self._smoothed: list[float | None] = [None] * world_size
+        self._start_readings()
         self._slow_ms = 0.0
         self._overhead: float | None = None
         self._counts = self._cold_counts()
         self._history: deque[list[int]] = deque(maxlen=SHARE_HISTORY)
+
+    def _start_readings(self) -> None:
+        """No reading yet: empty trust windows, no calibration."""
+        n = self.world_size
+        self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(n)]
+        self._provisional = [False] * n
+        self._settled = False  # a calibration made of settled readings only has happened
+        self._elected_provisionally = False
+        self._misses = [0] * n
+        self._calibrations = 0
+        self._smoothed: list[float | None] = [None] * n
 
     # ---- read-only state ----------------------------------------------------------------------
 
@@ -318,30 +333,50 @@ class ElChe:
         sync = _finite("sync_ms", sync_ms)
         for r in range(self.world_size):
             if done[r] > 0 and walls[r] > 0:
-                self._windows[r].append(walls[r] / done[r])
-                self._misses[r] = 0
+                self._read(r, walls[r] / done[r])
             else:
                 self._misses[r] += 1
                 if self._misses[r] >= MAX_MISSES:
                     self._windows[r].clear()
+                    self._provisional[r] = False
                     self._misses[r] = 0
         if all(self._windows):
             self._calibrate(walls, sync, allow_growth)
         self._history.append(list(self._counts))
 
+    def _read(self, rank: int, ms: float) -> None:
+        """One valid reading of ``rank``: the first into an empty window is provisional and the
+        next replaces it (see the module's docstring)."""
+        window = self._windows[rank]
+        if self._provisional[rank]:
+            window.clear()
+            self._provisional[rank] = False
+        elif not window:
+            self._provisional[rank] = True
+        window.append(ms)
+        self._misses[rank] = 0
+
     def _calibrate(self, walls: list[float], sync_ms: float, allow_growth: bool) -> None:
         self._calibrations += 1
         smoothed = [sum(w) / len(w) for w in self._windows]
         self._smoothed = list(smoothed)
-        if self._anchor_rank is None or self.phase >= Phase.STABLE:
+        settling = not self._settled and not any(self._provisional)
+        if settling:
+            self._settled = True
+        if (
+            self._anchor_rank is None
+            or self.phase >= Phase.STABLE
+            or (settling and self._elected_provisionally)
+        ):
             self._anchor_rank = self._elect(smoothed)
+            self._elected_provisionally = any(self._provisional)
         self._slow_ms = smoothed[self.anchor_rank]
         if max(walls) > 0:
             self._overhead = sync_ms / max(walls)
             # Early windows are dominated by warm-up costs: tune only once the speeds settled.
             if self.phase >= Phase.STABLE:
                 self._auto_tune(self._overhead, allow_growth)
-        self._update_counts(first=self._calibrations == 1)
+        self._update_counts(first=self._calibrations == 1 or settling)
 
     def _elect(self, smoothed: list[float]) -> int:
         cohort = _slow_cohort(smoothed)
@@ -441,6 +476,9 @@ class ElChe:
             "partition_ratios": self._ratios,
             "windows": [list(w) for w in self._windows],
             "misses": list(self._misses),
+            "provisional": list(self._provisional),
+            "settled": self._settled,
+            "elected_provisionally": self._elected_provisionally,
             "calibrations": self._calibrations,
             "smoothed": list(self._smoothed),
             "slow_ms": self._slow_ms,
@@ -469,6 +507,12 @@ class ElChe:
             self._windows = [deque(map(float, w), maxlen=WINDOW) for w in state["windows"]]
             self._misses = [int(m) for m in state["misses"]]
             self._calibrations = int(state["calibrations"])
+            # States saved before readings could be provisional hold settled readings only.
+            self._provisional = [
+                bool(p) for p in state.get("provisional", [False] * len(self._windows))
+            ]
+            self._settled = bool(state.get("settled", self._calibrations > 0))
+            self._elected_provisionally = bool(state.get("elected_provisionally", False))
             self._smoothed = list(state["smoothed"])
             self._slow_ms = float(state["slow_ms"])
             self._overhead = state["overhead"]

@@ -12,7 +12,16 @@ import math
 import time
 from typing import Any
 
+import torch
 from torch import Tensor
+
+
+def peak_memory(device: torch.device) -> int:
+    """The most memory tensors have held on ``device`` since the process started (bytes; 0 where
+    torch keeps no count: the CPU)."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return 0
 
 
 def now() -> float:
@@ -66,11 +75,14 @@ class EpochLedger:
             self.loss_n += batches
             self._loss_sum = None
 
-    def payload(self, host: str, device: str, wall_s: float, sums: dict, counts: dict) -> dict:
+    def payload(
+        self, host: str, device: torch.device, wall_s: float, sums: dict, counts: dict
+    ) -> dict:
         """This rank's numbers of the epoch, for the end-of-epoch exchange (JSON types)."""
         return {
             "host": host,
-            "device": device,
+            "device": str(device),
+            "peak_memory": peak_memory(device),
             "loss_sum": self.loss_total,
             "loss_n": self.loss_n,
             "batches": self.batches,

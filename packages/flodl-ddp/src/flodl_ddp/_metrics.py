@@ -83,6 +83,9 @@ class RankMetrics:
         comm_bytes: bytes it handed to all-reduce (the averaged parameters and buffers, or in
             sync mode the gradient buckets; a ring all-reduce moves ``2 (W-1)/W`` of that over
             each rank's link).
+        peak_memory_bytes: the most device memory its tensors have held since it started
+            (``torch.cuda.max_memory_allocated``); 0 on a CPU device, where torch keeps no count,
+            and in elastic runs, whose ranks exchange only their loss and times.
     """
 
     rank: int
@@ -96,6 +99,7 @@ class RankMetrics:
     sync_ms: float
     idle_ms: float
     comm_bytes: int = 0
+    peak_memory_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,7 @@ def combine_ranks(
                 sync_ms=d["sync"] * 1000.0,
                 idle_ms=d["idle"] * 1000.0,
                 comm_bytes=int(d.get("comm_bytes", 0)),
+                peak_memory_bytes=int(d.get("peak_memory", 0)),
             )
         )
     loss_n = sum(d["loss_n"] for d in ranks)

@@ -39,6 +39,7 @@ from ._replicas import broadcast_initial, check_replicas
 from ._rounds import AveragingRound
 from ._slowdown import Slowdown
 from ._verdicts import make_guard, make_meta
+from ._warmup import warm_up
 from ._worklist import EpochWork, RankWork
 
 
@@ -116,6 +117,7 @@ class RankEngine:
         self._ddp_forward = False
         self._stepped = True
         self._compute_s = 0.0
+        warm_up(self.device, self.model)
         if self.world > 1:
             # Building the optimizer can take a second (torch imports lazily on first use), and
             # ranks get there at different times: without this, the first rank in would clock
@@ -427,7 +429,7 @@ class RankEngine:
         bs = int(self.cfg.batch_size)  # type: ignore[arg-type]
         sums, counts = self.sink.take()
         led = self.ledger
-        mine = led.payload(self.ctx.host, str(self.device), wall_s, sums, counts)
+        mine = led.payload(self.ctx.host, self.device, wall_s, sums, counts)
         # Rank 0 evaluates before the exchange, where the others wait for it anyway: after it,
         # they would start the next epoch and clock rank 0's evaluation as that epoch's idle,
         # and a world of one (which evaluates outside its epoch time) would not be comparable.
