@@ -447,7 +447,7 @@ def test_state_dict_round_trip() -> None:
     assert b.state_dict() == a.state_dict() and b.counts == [20, 10]
     # a state saved before readings could be provisional holds settled readings only
     old = a.state_dict()
-    for key in ("provisional", "settled", "elected_provisionally"):
+    for key in ("provisional", "settled"):
         del old[key]
     c = ElChe(2)
     c.load_state_dict(old)

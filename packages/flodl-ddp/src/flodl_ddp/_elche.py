@@ -194,7 +194,6 @@ class ElChe:
         self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(n)]
         self._provisional = [False] * n
         self._settled = False  # a calibration made of settled readings only has happened
-        self._elected_provisionally = False
         self._misses = [0] * n
         self._calibrations = 0
         self._smoothed: list[float | None] = [None] * n
@@ -363,13 +362,12 @@ class ElChe:
         settling = not self._settled and not any(self._provisional)
         if settling:
             self._settled = True
-        if (
-            self._anchor_rank is None
-            or self.phase >= Phase.STABLE
-            or (settling and self._elected_provisionally)
-        ):
+        # The first calibration always holds a provisional reading (the last rank to report
+        # has just made its first), so an anchor ElChe elected, rather than one the hint or the
+        # partition ratios gave, was elected from one: settling elects it again.
+        given = self._hint_ratio is not None or self._ratios is not None
+        if self._anchor_rank is None or self.phase >= Phase.STABLE or (settling and not given):
             self._anchor_rank = self._elect(smoothed)
-            self._elected_provisionally = any(self._provisional)
         self._slow_ms = smoothed[self.anchor_rank]
         if max(walls) > 0:
             self._overhead = sync_ms / max(walls)
@@ -478,7 +476,6 @@ class ElChe:
             "misses": list(self._misses),
             "provisional": list(self._provisional),
             "settled": self._settled,
-            "elected_provisionally": self._elected_provisionally,
             "calibrations": self._calibrations,
             "smoothed": list(self._smoothed),
             "slow_ms": self._slow_ms,
@@ -512,7 +509,6 @@ class ElChe:
                 bool(p) for p in state.get("provisional", [False] * len(self._windows))
             ]
             self._settled = bool(state.get("settled", self._calibrations > 0))
-            self._elected_provisionally = bool(state.get("elected_provisionally", False))
             self._smoothed = list(state["smoothed"])
             self._slow_ms = float(state["slow_ms"])
             self._overhead = state["overhead"]
