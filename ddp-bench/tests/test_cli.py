@@ -43,8 +43,9 @@ def test_cpu_2rank_preset_writes_into_the_bench_folder() -> None:
     c = cfg("cpu-2rank")
     assert c.models == ("logistic", "mlp", "lenet") and c.modes == ("solo-0", "solo-1", *MODES)
     assert c.report.endswith("ddp-bench/reports/cpu-2rank.md") and c.slowdown == {1: 2.0}
-    assert c.repeats == 3 and cfg().repeats == 1
+    assert c.seeds == 5 and c.repeats == 1 and cfg().seeds == 1 and cfg().repeats == 1
     assert cfg("cpu-2rank", "--repeats", "5").repeats == 5
+    assert cfg("cpu-2rank", "--seeds", "2", "--seed", "7").seeds == 2
 
 
 def test_cpu_2rank_long_preset_is_cpu_2rank_at_30_epochs() -> None:
@@ -84,6 +85,7 @@ def test_one_device_gives_solo_only() -> None:
         (["--lr-scale", "-1"], "--lr-scale: -1.0 is out of range", "number > 0"),
         (["--tolerance", "2"], "--tolerance: 2.0 is out of range", "(0.0, 1.0)"),
         (["--repeats", "0"], "--repeats: 0 is below 1", "whole number"),
+        (["--seeds", "-3"], "--seeds: -3 is below 1", "whole number"),
         (["--slowdown", "1:2"], "is not RANK=FACTOR", "--slowdown 1=2"),
         (["--slowdown", "5=2"], "rank 5 does not exist", "--slowdown 1=2"),
         (["--slowdown", "1=0.5"], "factor 0.5 is below 1", "--slowdown 1=2"),

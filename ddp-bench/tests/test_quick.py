@@ -4,6 +4,7 @@ rank 1 slowed 2x; every run folder holds its artifacts and the report has every 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,12 @@ def test_quick_preset(tmp_path: Path, digits_dir: Path, run_bench: Callable[...,
     assert ddp["devices"] == ["cpu", "cpu"] and ddp["slowdown"] == {"1": 2.0}
     assert len(ddp["ranks"]) == 2 and ddp["epochs"][-1]["syncs"] > 0
     assert "rank1" in (out / "mlp" / "cpu-cadence" / "dashboard.html").read_text()
+    # the two CPU ranks are bound to their own cores where the platform can (a solo run is not)
+    can_bind = hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2
+    assert ddp["bound_cores"] is can_bind
+    assert json.loads((out / "mlp" / "solo-0" / "run.json").read_text())["bound_cores"] is False
+    bound_line = "each rank bound to its own cores"
+    assert (bound_line in (out / "mlp" / "cpu-cadence" / "training.log").read_text()) is can_bind
     report = (out / "report.md").read_text()
     assert re.findall(r"^## (.+)$", report, re.M) == list(SECTIONS)
     for mode in MODES:

@@ -173,6 +173,11 @@ def test_baseline_roundtrip_and_regressions(
     ce = make_record("mlp", "cpu-cadence", 20.0, [2.0, 2.0], higher_is_better=False)
     base["entries"]["mlp/cpu-cadence"].update(eval=1.6, higher_is_better=False)
     assert [r.metric for r in compare([ce], base, 0.15)[0]] == ["val_ce"]  # CE rose 25 %
+    # a cell run on several seeds is judged on their mean: its last seed alone would regress
+    seeded = make_record("mlp", "cpu-cadence", 20.0, [95.5, 80.0])
+    seeded.repeat_train_s, seeded.repeat_seeds = [20.0] * 3, [42, 43, 44]
+    seeded.repeat_evals = [98.0, 97.0, 80.0]  # mean 91.67 vs 96.2: -4.7 %
+    assert compare([seeded], load_baseline(path), 0.15)[0] == []
 
 
 def test_validate_exits_1_naming_the_regression(
@@ -267,6 +272,60 @@ def test_repeated_cells_compare_median_times(
     assert row in _section(text, "Speedup vs solo-0")
     assert "ran up to 3 times, in rounds" in _section(text, "Notes")
     assert "2 cells, 6 runs, generated" in text
+
+
+def test_seeds_run_in_rounds_and_gaps_pair_seed_by_seed(
+    make_record: Callable[..., RunRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--seeds 3``: one round per seed (42, 43, 44), every mode on each; Eval Quality compares
+    each seed's run with solo-0's on that seed and gives the gaps' mean and standard error."""
+    import ddp_bench._runner as runner
+
+    evals = {"solo-0": iter([90.0, 92.0, 91.0]), "cpu-cadence": iter([91.0, 91.5, 92.5])}
+    order: list[tuple[str, int]] = []
+
+    def fake_run_one(cfg, model, mode, hw, log=print):  # type: ignore[no-untyped-def]
+        order.append((mode, cfg.seed))
+        r = make_record(model, mode, 10.0, [80.0, next(evals[mode])])
+        r.seed = cfg.seed
+        save_record(r, cfg.output / model / mode)
+        return r
+
+    monkeypatch.setattr(runner, "run_one", fake_run_one)
+    argv = ["--model", "mlp", "--mode", "solo-0,cpu-cadence", "--seeds", "3"]
+    assert execute(parse([*argv, "--output", str(tmp_path)], detect=False)) == 0
+    assert order == [(m, s) for s in (42, 43, 44) for m in ("solo-0", "cpu-cadence")]
+    saved = {r.mode: r for r in load_records(tmp_path)}
+    assert saved["cpu-cadence"].repeat_seeds == [42, 43, 44]
+    assert saved["cpu-cadence"].seed_evals() == {42: 91.0, 43: 91.5, 44: 92.5}
+    text = render(load_records(tmp_path))
+    # gaps +1.0, -0.5, +1.5: mean 0.6667; sample sd 1.0408, / sqrt 3 = 0.6009
+    row = "| mlp | cpu-cadence | 91.6667 | 91.0000 | +0.67 ± 0.60 pp | 3 (42–44) |"
+    assert row in _section(text, "Eval Quality vs solo-0")
+    # the results table and the best-mode pick use the means over the seeds too
+    assert "| cpu-cadence | 0.5000 | 91.6667 | -0.33 pp |" in _section(text, "Per-Model Results")
+    assert "cpu-cadence (91.6667)" in _section(text, "Best Mode per Model")
+    notes = _section(text, "Notes")
+    assert "seeds 42–44" in notes and "mean over its seeds" in notes
+
+
+def test_gaps_pair_only_the_seeds_both_cells_ran(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    solo = make_record("mlp", "solo-0", 10.0, [90.0])
+    solo.repeat_train_s, solo.repeat_seeds, solo.repeat_evals = [10.0] * 3, [42, 43, 44], [
+        90.0, 92.0, 91.0,
+    ]  # fmt: skip
+    # cpu-async ran seed 43 twice (--repeats 2) and seed 44's run failed (no eval)
+    mode = make_record("mlp", "cpu-async", 10.0, [90.0])
+    mode.repeat_train_s, mode.repeat_seeds, mode.repeat_evals = [10.0] * 5, [42, 42, 43, 43, 44], [
+        89.0, 90.0, 92.0, 93.0, None,
+    ]  # fmt: skip
+    for r in (solo, mode):
+        save_record(r, tmp_path / r.model / r.mode)
+    evalq = _section(render(load_records(tmp_path)), "Eval Quality vs solo-0")
+    # seed 42: 89.5 - 90 = -0.5; seed 43: 92.5 - 92 = +0.5: mean 0, sd 0.7071 / sqrt 2 = 0.5
+    assert "| mlp | cpu-async | 91.0000 | 91.0000 | +0.00 ± 0.50 pp | 2 (42–43) |" in evalq
 
 
 def test_single_runs_show_no_spread(make_record: Callable[..., RunRecord], tmp_path: Path) -> None:

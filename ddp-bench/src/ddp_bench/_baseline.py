@@ -42,7 +42,7 @@ def baseline_of(records: list[RunRecord]) -> dict[str, Any]:
         if r.status != "complete":
             continue
         entries[f"{r.model}/{r.mode}"] = {
-            "eval": r.final_eval,
+            "eval": r.eval_mean,
             "eval_name": r.eval_name,
             "higher_is_better": r.higher_is_better,
             "loss": r.final_loss,
@@ -85,7 +85,8 @@ def compare(
 ) -> tuple[list[Regression], list[str]]:
     """Regressions of ``records`` against ``baseline``, and notes (runs without a baseline entry,
     incomplete runs). Eval regresses when it drops (accuracy) or rises (CE, MSE) by more than
-    ``tolerance`` relative to the baseline; loss when it rises by more."""
+    ``tolerance`` relative to the baseline (a cell run on several ``--seeds``: the mean over
+    them); loss when it rises by more."""
     regressions: list[Regression] = []
     notes: list[str] = []
     entries = baseline.get("entries", {})
@@ -98,7 +99,7 @@ def compare(
         if base is None:
             notes.append(f"{key}: no baseline entry, not checked")
             continue
-        ev, b_ev = r.final_eval, base.get("eval")
+        ev, b_ev = r.eval_mean, base.get("eval")
         if ev is not None and b_ev is not None and _worse(r.higher_is_better, ev, b_ev, tolerance):
             regressions.append(Regression(r.model, r.mode, r.eval_name, b_ev, ev, tolerance))
         loss, b_loss = r.final_loss, base.get("loss")

@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--lr-scale", help="learning-rate scale ratio handed to the trainer (default 1.0)")
     a("--seed", help="seed of every run (default 42)")
     a("--repeats", help="rounds of every mode; speedups use median times (default 1)")
+    a(
+        "--seeds",
+        help="rounds on N consecutive seeds from --seed; eval gaps to solo-0 are averaged over "
+        "them, seed by seed (default 1)",
+    )
     a("--output", help="runs folder: <output>/<model>/<mode>/ (default runs)")
     a("--data-dir", help="dataset files and download cache (default data)")
     a("--monitor", metavar="PORT", help="serve the live dashboard on 127.0.0.1:PORT")
@@ -80,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RANK=FACTOR",
         help="rank RANK runs FACTOR (>= 1) times slower (repeatable); 1 = not slowed, which "
         "undoes a preset's slowdown",
+    )
+    a(
+        "--no-bind-cores",
+        action="store_true",
+        help="leave CPU ranks' placement on cores to the OS (default: each rank of a multi-rank "
+        "CPU run is bound to its own cores, on Linux)",
     )
     a("--list", action="store_true", help="list models, modes and presets, then exit")
     return p
@@ -241,6 +252,8 @@ def _training_options(ns: argparse.Namespace) -> dict[str, Any]:
         out["seed"] = _int("--seed", ns.seed, 0)
     if ns.repeats is not None:
         out["repeats"] = _int("--repeats", ns.repeats, 1)
+    if ns.seeds is not None:
+        out["seeds"] = _int("--seeds", ns.seeds, 1)
     return out
 
 
@@ -286,7 +299,10 @@ def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
     trains_by_default = ns.model is None and ns.mode is None and ns.preset is None
     devices = _resolve_devices(ns, preset, detect, cfg.devices)
     changes: dict[str, Any] = {"devices": devices, "preset": ns.preset}
-    keys = ("models", "modes", "epochs", "batches", "slowdown", "repeats", "output", "validate")
+    keys = (
+        "models", "modes", "epochs", "batches", "slowdown", "repeats", "seeds", "output",
+        "validate",
+    )  # fmt: skip
     for key in (*keys, "train"):
         if key in preset:
             changes[key] = preset[key]
@@ -302,6 +318,8 @@ def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
         changes["slowdown"] = _slowdown(ns.slowdown, len(devices))
     elif "slowdown" in preset:
         changes["slowdown"] = {r: f for r, f in preset["slowdown"].items() if r < len(devices)}
+    if ns.no_bind_cores:
+        changes["bind_cores"] = False
     _set_baseline_flags(ns, changes)
     report = ns.report if ns.report is not None else preset.get("report")
     if trains_by_default and (ns.report is not None or ns.validate or ns.save_baseline):

@@ -32,21 +32,26 @@ def _train(cfg: BenchConfig) -> list[RunRecord]:
         # Rounds of every mode, not each mode's repeats back to back: the machine's drift over
         # the rounds then reaches every mode alike.
         cells: dict[str, list[RunRecord]] = {mode: [] for mode in cfg.modes}
-        for _ in range(cfg.repeats):
-            for mode in cfg.modes:
-                cells[mode].append(run_one(cfg, model, mode, hw))
-                n_runs += 1
+        for seed in range(cfg.seed, cfg.seed + cfg.seeds):
+            for _ in range(cfg.repeats):
+                for mode in cfg.modes:
+                    cells[mode].append(run_one(cfg.with_(seed=seed), model, mode, hw))
+                    n_runs += 1
         records.extend(_keep_last(cfg, model, runs) for runs in cells.values())
     print(f"ddp-bench: {n_runs} run(s) in {time.perf_counter() - t0:.0f}s under {cfg.output}")
     return records
 
 
 def _keep_last(cfg: BenchConfig, model: str, runs: list[RunRecord]) -> RunRecord:
-    """A cell's record: its last run, carrying every complete run's training time when the
-    cell was repeated (rewritten in place, so ``--report`` on the saved runs sees them too)."""
+    """A cell's record: its last run, carrying every complete run's training time, seed and
+    final eval when the cell ran more than once (rewritten in place, so ``--report`` on the
+    saved runs sees them too)."""
     last = runs[-1]
     if len(runs) > 1:
-        last.repeat_train_s = [r.train_s for r in runs if r.status == "complete"]
+        done = [r for r in runs if r.status == "complete"]
+        last.repeat_train_s = [r.train_s for r in done]
+        last.repeat_seeds = [r.seed for r in done]
+        last.repeat_evals = [r.final_eval for r in done]
         save_record(last, cfg.output / model / last.mode)
     return last
 

@@ -92,9 +92,16 @@ class RunRecord:
     repeat_train_s: list[float] | None = None
     """``--repeats``: the training times of every complete run of this cell in the invocation,
     in run order (this record is the last run's); absent for a single run."""
+    repeat_seeds: list[int] | None = None
+    """The seed of each run in :attr:`repeat_train_s` (``--seeds``); absent in older records."""
+    repeat_evals: list[float | None] | None = None
+    """The final eval of each run in :attr:`repeat_train_s`; absent in older records."""
     peak_memory: list[int] | None = None
     """Per rank, the most device memory its tensors held during the run (bytes; 0 on a CPU rank,
     where torch keeps no count); absent in records older than this field."""
+    bound_cores: bool | None = None
+    """Whether the run's ranks were bound to their own cores (``--no-bind-cores``); absent in
+    older records."""
 
     @property
     def final_loss(self) -> float | None:
@@ -104,6 +111,27 @@ class RunRecord:
     def final_eval(self) -> float | None:
         evals = [e.eval for e in self.epochs if e.eval is not None]
         return evals[-1] if evals else None
+
+    def seed_evals(self) -> dict[int, float]:
+        """Final eval per seed: the mean of the cell's runs on that seed when it ran several
+        times (``--repeats`` / ``--seeds``), else this run's alone."""
+        if self.repeat_seeds and self.repeat_evals:
+            per_seed: dict[int, list[float]] = {}
+            for seed, ev in zip(self.repeat_seeds, self.repeat_evals, strict=True):
+                if ev is not None:
+                    per_seed.setdefault(seed, []).append(ev)
+            return {s: statistics.fmean(evs) for s, evs in per_seed.items()}
+        ev = self.final_eval
+        return {} if ev is None else {self.seed: ev}
+
+    @property
+    def eval_mean(self) -> float | None:
+        """The eval the report shows: the mean over the cell's seeds (one mean per seed, then
+        their mean) when it ran on several, else :attr:`final_eval`."""
+        per_seed = self.seed_evals()
+        if len(per_seed) > 1:
+            return statistics.fmean(per_seed.values())
+        return self.final_eval
 
     @property
     def train_s(self) -> float:

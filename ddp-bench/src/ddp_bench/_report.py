@@ -146,14 +146,19 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
         cap = f", at most {r0.batches_per_epoch} batches per epoch" if r0.batches_per_epoch else ""
         out.append(
             f"- **{model}**: eval = {what}; {r0.epochs_planned} epoch(s){cap}, batch "
-            f"{r0.batch_size} per rank, seed {r0.seed}; data: {'; '.join(sources)}"
+            f"{r0.batch_size} per rank, {_seeds_phrase(runs)}; data: {'; '.join(sources)}"
         )
         se = _accuracy_se(runs)
         if se is not None:
             out.append(
                 f"  - one standard error of a {model} accuracy over its "
-                f"{r0.eval_samples:,} held-out images is ±{se:.2f} pp: gaps between modes "
-                "smaller than about twice that are within evaluation noise."
+                f"{r0.eval_samples:,} held-out images is ±{se:.2f} pp: gaps between single "
+                "runs smaller than about twice that are within evaluation noise"
+                + (
+                    "; Eval Quality's gaps over several seeds carry their own standard error."
+                    if len(_model_seeds(runs)) > 1
+                    else "."
+                )
             )
         if any(r.synthetic for r in runs):
             out.append(
@@ -164,16 +169,29 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
         "- `Total (s)` and every speed comparison use training time: the sum of the epochs' "
         "wall times (the slowest rank's; rank 0's per-epoch evaluation falls outside it, with "
         "one device as with several); `Wall (s)` adds process start-up and evaluation. On a "
-        "shared machine both are noisy. CPU runs train on one thread per rank, solo runs too."
+        "shared machine both are noisy. CPU runs train on one thread per rank, solo runs too"
+        + (
+            "; the ranks of a multi-rank CPU run are each bound to their own cores (one device "
+            "alone is not: it has the machine to itself)."
+            if any(r.bound_cores for r in records)
+            else "."
+        )
     )
     repeated = [r for r in records if r.repeat_train_s and len(r.repeat_train_s) > 1]
     if repeated:
         n = max(len(r.repeat_train_s or ()) for r in repeated)
+        seeded = any(len(r.seed_evals()) > 1 for r in repeated)
+        evals = (
+            "evals are the mean over its seeds (Eval Quality compares each seed's run with "
+            "solo-0's on the same seed: same initial weights, same data order); losses and every "
+            "other column are its last run's."
+            if seeded
+            else "losses, evals and every other column are its last run's."
+        )
         out.append(
             f"- Each cell ran up to {n} times, in rounds (every mode once per round, so a "
             "drift of the machine reaches every mode alike): `Total (s)` and the speedups use "
-            "the median training time of a cell's runs; losses, evals and every other column "
-            "are its last run's."
+            f"the median training time of a cell's runs; {evals}"
         )
     if any(r.slowdown for r in records):
         out.append(
@@ -189,6 +207,16 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
         "runs); short runs are not expected to reach it."
     )
     return out
+
+
+def _model_seeds(runs: Sequence[RunRecord]) -> list[int]:
+    """Every seed a model's runs trained on."""
+    return sorted({s for r in runs for s in (r.repeat_seeds or [r.seed])})
+
+
+def _seeds_phrase(runs: Sequence[RunRecord]) -> str:
+    seeds = _model_seeds(runs)
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {_seed_span(seeds)}"
 
 
 def _accuracy_se(runs: Sequence[RunRecord]) -> float | None:
@@ -220,7 +248,7 @@ def _results(ix: _Index) -> list[str]:
         head += [f"R{i} busy" for i in range(world)] + ["Idle (s)"]
         rows = []
         for r in runs:
-            ev = r.final_eval
+            ev = r.eval_mean
             ref = _delta(r, ev, r.target) if ev is not None and r.target is not None else "—"
             busy = [
                 f"{r.ranks[i].busy_pct:.0f}%" if i < len(r.ranks) else "—" for i in range(world)
@@ -247,30 +275,30 @@ def _results(ix: _Index) -> list[str]:
 def _best(ix: _Index) -> list[str]:
     rows = []
     for model in ix.by_model:
-        done = [r for r in ix.complete(model) if r.final_eval is not None]
+        done = [r for r in ix.complete(model) if r.eval_mean is not None]
         if not done:
             rows.append([model, "—", "—"])
             continue
         best = done[0]
         for r in done[1:]:
-            if _better(r, r.final_eval, best.final_eval):  # type: ignore[arg-type]
+            if _better(r, r.eval_mean, best.eval_mean):  # type: ignore[arg-type]
                 best = r
         solo = ix.get(model, "solo-0")
         fastest = "— (no solo-0)"
-        if solo is not None and solo.final_eval is not None:
-            ref = solo.final_eval
+        if solo is not None and solo.eval_mean is not None:
+            ref = solo.eval_mean
             ok = [
                 r
                 for r in done
                 if (
-                    r.final_eval >= ref * (1 - BEST_WITHIN)
+                    r.eval_mean >= ref * (1 - BEST_WITHIN)
                     if r.higher_is_better
-                    else r.final_eval <= ref * (1 + BEST_WITHIN)
+                    else r.eval_mean <= ref * (1 + BEST_WITHIN)
                 )
             ]
             f = min(ok, key=lambda r: r.speed_s)
-            fastest = f"{_tag(f)} ({f.speed_s:.1f} s, eval {f.final_eval:.4f})"
-        rows.append([model, f"{_tag(best)} ({best.final_eval:.4f})", fastest])
+            fastest = f"{_tag(f)} ({f.speed_s:.1f} s, eval {f.eval_mean:.4f})"
+        rows.append([model, f"{_tag(best)} ({best.eval_mean:.4f})", fastest])
     return _table(["Model", "Best eval", "Fastest within 2% of solo-0's eval"], rows)
 
 
@@ -288,10 +316,33 @@ def _vs_solo(
 
 
 def _eval_cells(r: RunRecord, solo: RunRecord) -> list[str]:
-    a, b = r.final_eval, solo.final_eval
-    if a is None or b is None:
-        return [_f(a), _f(b), "—"]
-    return [_f(a), _f(b), _delta(r, a, b)]
+    """Eval, solo-0's and the gap; over the seeds both cells ran on when there are several
+    (the gap's mean over seeds ± its standard error: each seed compares runs that started from
+    the same weights and drew the same per-epoch data order), else the two last runs'."""
+    mine, theirs = r.seed_evals(), solo.seed_evals()
+    common = sorted(set(mine) & set(theirs))
+    if len(common) < 2:
+        a, b = r.final_eval, solo.final_eval
+        seeds = str(common[0]) if common and a is not None and b is not None else "—"
+        if a is None or b is None:
+            return [_f(a), _f(b), "—", seeds]
+        return [_f(a), _f(b), _delta(r, a, b), seeds]
+    gaps = [mine[s] - theirs[s] for s in common]
+    mean = statistics.fmean(gaps)
+    se = statistics.stdev(gaps) / math.sqrt(len(gaps))
+    unit = (" pp", 2) if r.eval_name == "accuracy" else ("", 4)
+    gap = f"{mean:+.{unit[1]}f} ± {se:.{unit[1]}f}{unit[0]}"
+    a = statistics.fmean(mine[s] for s in common)
+    b = statistics.fmean(theirs[s] for s in common)
+    return [_f(a), _f(b), gap, f"{len(common)} ({_seed_span(common)})"]
+
+
+def _seed_span(seeds: Sequence[int]) -> str:
+    """``42–46`` for consecutive seeds, else the list."""
+    ordered = sorted(seeds)
+    if ordered == list(range(ordered[0], ordered[0] + len(ordered))):
+        return f"{ordered[0]}–{ordered[-1]}"
+    return ", ".join(map(str, ordered))
 
 
 def _loss_cells(r: RunRecord, solo: RunRecord) -> list[str]:
@@ -526,7 +577,7 @@ def render(records: Sequence[RunRecord], *, title: str = "ddp-bench report") -> 
         "Per-Model Results": _results(ix),
         "Best Mode per Model": _best(ix),
         "Eval Quality vs solo-0": _vs_solo(
-            ix, _eval_cells, ["Model", "Mode", "Eval", "solo-0", "Δ"]
+            ix, _eval_cells, ["Model", "Mode", "Eval", "solo-0", "Δ", "Seeds"]
         ),
         "Convergence Quality vs solo-0": _vs_solo(
             ix, _loss_cells, ["Model", "Mode", "Final loss", "solo-0", "Ratio"]

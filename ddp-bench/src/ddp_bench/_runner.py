@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import io
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -97,6 +98,19 @@ def _ranks_from_metrics(rows: list[Any], world: int) -> list[RankTime]:
     return out
 
 
+def binds_cores(cfg: BenchConfig, devices: list[str]) -> bool:
+    """Whether a run's CPU ranks are bound to their own cores: several CPU ranks, a platform
+    that can bind, a core for each, and not ``--no-bind-cores`` (one device trains in the bench's
+    process and is never bound)."""
+    return (
+        cfg.bind_cores
+        and len(devices) > 1
+        and all(d == "cpu" for d in devices)
+        and hasattr(os, "sched_getaffinity")
+        and len(os.sched_getaffinity(0)) >= len(devices)
+    )
+
+
 def _header(
     cfg: BenchConfig,
     run: str,
@@ -112,8 +126,9 @@ def _header(
     slow = ", ".join(f"rank {r} slowed {f:g}x" for r, f in sorted(slowdown.items()))
     return [
         f"# ddp-bench {run}{tag}",
-        f"# devices: {', '.join(devices)}{f' ({slow})' if slow else ''} | host {hw['host']} | "
-        f"{hw['cpu']} | torch {hw['torch']}",
+        f"# devices: {', '.join(devices)}{f' ({slow})' if slow else ''}"
+        + (", each rank bound to its own cores" if binds_cores(cfg, devices) else "")
+        + f" | host {hw['host']} | {hw['cpu']} | torch {hw['torch']}",
         f"# data: {bundle.source}",
         f"# {epochs} epoch(s), batch {batch} per rank"
         + (f", at most {cfg.batches} batches per epoch" if cfg.batches else "")
@@ -154,6 +169,8 @@ def _trainer(
         # A CPU rank trains on one thread; solo-N must too, or it compares N cores against
         # one rank's (on small models torch's intra-op threads even make it ~2x slower).
         b = b.threads_per_rank(1)
+        if binds_cores(cfg, devices):
+            b = b.bind_cores()
     if cfg.batches:
         b = b.batches_per_epoch(cfg.batches)
     if spec.schedule != "flat":
@@ -273,6 +290,7 @@ def run_one(
         else f"{len(rows)} of {epochs} epochs",
         eval_samples=len(bundle.test.tensors[0]) if spec.task != "lm" else None,
         peak_memory=[r.peak_memory_bytes for r in raw[-1].per_rank] if raw else None,
+        bound_cores=binds_cores(cfg, devices),
     )
     save_record(record, folder)
     return record

@@ -73,13 +73,15 @@ def sleepy_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tens
 
 def id_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """:func:`sleepy_step` that also appends the batch's sample ids (its third tensor) to a file
-    of this process in ``$FLODL_TEST_IDS_DIR``: the test counts how often each sample was run."""
-    import os
-
+    of this process in ``$FLODL_TEST_IDS_DIR``: the test counts how often each sample was run.
+    Where the platform tells, it records the cores the rank may run on, as a scalar named
+    ``cores 0,1`` (the name carries the set; the value is 1)."""
     folder = os.environ.get("FLODL_TEST_IDS_DIR")
     if folder:
         with open(os.path.join(folder, f"ids-{os.getpid()}.txt"), "a") as f:
             f.write(" ".join(str(i) for i in batch[2].tolist()) + "\n")
+    if hasattr(os, "sched_getaffinity"):
+        record_scalar("cores " + ",".join(map(str, sorted(os.sched_getaffinity(0)))), 1.0)
     return sleepy_step(model, batch)
 
 

@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from flodl_ddp import MODES, DdpError, EpochMetrics, Trainer
+from flodl_ddp import _affinity as affinity
 
 pytestmark = pytest.mark.multiprocess
 
@@ -103,6 +104,37 @@ def cadence_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "monitor": monitor,
         "seconds": time.perf_counter() - t,
     }
+
+
+@pytest.mark.skipif(
+    not affinity.supported() or len(affinity.usable_cores()) < 2,
+    reason="needs os.sched_setaffinity and 2 usable cores",
+)
+def test_bound_ranks_run_on_their_own_cores(tmp_path: Path) -> None:
+    """``bind_cores``: each rank trains on its own half of the cores this process may use, and
+    the launching process is left as it was."""
+    fx = _fixtures()
+    x, y = fx.make_data(256)
+    before = affinity.usable_cores()
+    os.environ["FLODL_TEST_IDS_DIR"] = str(tmp_path)
+    try:
+        handle = (
+            Trainer.builder(fx.make_model, fx.make_sgd, fx.id_step)
+            .dataset((x, y, torch.arange(256)))
+            .batch_size(32)
+            .num_epochs(1)
+            .devices(["cpu", "cpu"])
+            .mode("cpu-async")
+            .bind_cores()
+            .run()
+        )
+    finally:
+        del os.environ["FLODL_TEST_IDS_DIR"]
+    handle.join(timeout=TIMEOUT_S)
+    seen = {k for m in handle.history for k in m.scalars if k.startswith("cores ")}
+    want = {"cores " + ",".join(map(str, affinity.cores_for(r, 2, None))) for r in (0, 1)}
+    assert seen == want
+    assert affinity.usable_cores() == before
 
 
 def test_counts_settle_to_the_speed_ratio(cadence_run: dict[str, Any]) -> None:

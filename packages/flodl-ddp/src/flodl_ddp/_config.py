@@ -118,6 +118,8 @@ class TrainerConfig(_RunOptions):
         threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU).
             With one device the run trains on a thread of the calling process; the count is
             then set on that thread only, and only when given.
+        bind_cores: bind each rank process of a host to its own equal slice of the cores this
+            process may use (Linux; see ``flodl_ddp._affinity``). Off by default.
         timeout_s: how long a collective or a rendezvous may wait before the run fails.
         elastic: :class:`~flodl_ddp._elastic.ElasticOptions` when ranks may die and come back
             (``None``: a fixed world; see :meth:`TrainerBuilder.elastic`).
@@ -131,6 +133,7 @@ class TrainerConfig(_RunOptions):
     checkpoint_path: str | None = None
     resume: str | None = None
     threads_per_rank: int | None = None
+    bind_cores: bool = False
     elastic: Any = None
 
 
@@ -250,6 +253,7 @@ def check_config(cfg: TrainerConfig, *, need_epochs: bool = True) -> Mode:
     if cfg.checkpoint_every is not None and not cfg.checkpoint_path:
         raise ConfigError("checkpoint_every needs a checkpoint_path (a folder)")
     check_int("threads_per_rank", cfg.threads_per_rank, 1, optional=True)
+    check_bool("bind_cores", cfg.bind_cores)
     check_float("timeout_s", cfg.timeout_s, 0.0, low_open=True)
     check_slowdown(cfg.slowdown)
     check_speed_hint(cfg.speed_hint)

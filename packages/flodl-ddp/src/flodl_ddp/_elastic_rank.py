@@ -553,7 +553,7 @@ def elastic_rank_process(
     engine: ElasticEngine | None = None
     try:
         base = payload.base
-        set_threads(base.cfg, torch.device(base.devices[rank]))
+        set_threads(base.cfg, torch.device(base.devices[rank]), rank, len(base.devices))
         signals.phase[rank] = STARTING
         engine = ElasticEngine(rank, payload, signals, q.put, result_dir)
         ports = engine.connect()

@@ -115,6 +115,14 @@ def torchrun_env() -> dict[str, int | str] | None:
     }
 
 
+def local_world(devices: list[str], listed: bool) -> int:
+    """Ranks on this host under torchrun: ``LOCAL_WORLD_SIZE``, else the ``devices`` the run
+    lists for this node (``listed``), else one."""
+    if "LOCAL_WORLD_SIZE" in os.environ:
+        return int(os.environ["LOCAL_WORLD_SIZE"])
+    return len(devices) if listed else 1
+
+
 def check_picklable(name: str, obj: Any) -> None:
     """Spawned ranks receive the factories by pickling: refuse lambdas and local functions."""
     if obj is None:
@@ -242,7 +250,12 @@ def _launch_torchrun(
     def body() -> None:
         created = False
         try:
-            set_threads(payload.cfg, device)
+            set_threads(
+                payload.cfg,
+                device,
+                local,
+                local_world(payload.devices, payload.cfg.devices is not None),
+            )
             timeout = timedelta(seconds=payload.cfg.timeout_s)
             if not dist.is_initialized():
                 backend = "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"

@@ -28,6 +28,7 @@ import torch.distributed as dist
 
 from flodl_core import ConfigError, atomic_path
 
+from ._affinity import bind
 from ._comm import Comm
 from ._config import TrainerConfig
 from ._handle import TrainedState
@@ -93,7 +94,14 @@ def train_rank(
         engine.sink.uninstall()
 
 
-def set_threads(cfg: TrainerConfig, device: torch.device) -> None:
+def set_threads(
+    cfg: TrainerConfig, device: torch.device, local_rank: int = 0, local_world: int = 1
+) -> None:
+    """A rank's CPU resources, before torch starts its thread pools: its cores when
+    ``bind_cores`` (local rank ``local_rank`` of ``local_world`` on this host), then its thread
+    count."""
+    if cfg.bind_cores:
+        bind(local_rank, local_world, cfg.threads_per_rank)
     if cfg.threads_per_rank is not None:
         torch.set_num_threads(cfg.threads_per_rank)
     elif device.type == "cpu":
@@ -138,7 +146,7 @@ def rank_process(
     try:
         cfg = payload.cfg
         device = torch.device(payload.devices[rank])
-        set_threads(cfg, device)
+        set_threads(cfg, device, rank, world_size)
         timeout = timedelta(seconds=cfg.timeout_s)
         store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timeout)
         dist.init_process_group(
