@@ -38,6 +38,9 @@ def test_quick_preset(tmp_path: Path, digits_dir: Path, run_bench: Callable[...,
     ddp = json.loads((out / "mlp" / "cpu-cadence" / "run.json").read_text())
     assert ddp["devices"] == ["cpu", "cpu"] and ddp["slowdown"] == {"1": 2.0}
     assert len(ddp["ranks"]) == 2 and ddp["epochs"][-1]["syncs"] > 0
+    # each rank's compute speed (samples over compute time) is above its wall-time throughput
+    speed, thr = ddp["epochs"][-1]["rank_speed"], ddp["epochs"][-1]["throughput"]
+    assert len(speed) == 2 and all(s >= t > 0 for s, t in zip(speed, thr, strict=True))
     assert "rank1" in (out / "mlp" / "cpu-cadence" / "dashboard.html").read_text()
     # the two CPU ranks are bound to their own cores where the platform can (a solo run is not)
     can_bind = hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2

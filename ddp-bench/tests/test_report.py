@@ -56,7 +56,10 @@ def test_report_has_every_section_in_order(
     assert "| Mode | ep 1 | ep 2 |" in traj and "| solo-0 | 1.0000 | 0.5000 |" in traj
     assert "Ranks idle more than 5%" in _section(text, "Idle Analysis")
     assert "sync_wait" in _section(text, "Idle Breakdown by Cause")
-    assert "10 → 11" in _section(text, "ElChe Calibration")
+    # ElChe's speed ratio is the ranks' compute speeds' (900 / 450), not their batch shares'
+    assert "| mlp | cpu-cadence | 10 → 11 | 0.66 / 0.34 | 2.00 | 3 |" in _section(
+        text, "ElChe Calibration"
+    )
     assert "nothing to measure" in _section(text, "VRAM Usage")
 
 
@@ -82,6 +85,25 @@ def test_speedup_breakdown_multiplies_to_the_speedup(
     assert "| mlp | cpu-cadence | 1.50x | 1.50x | 0.90 | 1.11 |" in part  # 30 / 20 = 1.5
     assert "| mlp | nccl-sync | 0.67x | 1.50x | 0.90 | 0.49 |" in part  # 30 / 45
     assert "resnet" not in part  # no solo-1 to compare with
+
+
+def test_speedup_breakdown_of_records_without_compute_speeds(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    """Records from before ``rank_speed`` carry only wall-time throughput, which counts the
+    engine's waiting as the device's: no breakdown from them, and no ElChe speed ratio."""
+    sweep(tmp_path, make_record)
+    for r in load_records(tmp_path):
+        for e in r.epochs:
+            e.rank_speed = None
+        save_record(r, tmp_path / r.model / r.mode)
+    text = render(load_records(tmp_path))
+    assert "records written before ddp-bench kept it have none" in _section(
+        text, "Speedup Breakdown"
+    )
+    assert "| mlp | cpu-cadence | 10 → 11 | 0.66 / 0.34 | — | 3 |" in _section(
+        text, "ElChe Calibration"
+    )
 
 
 def test_speedup_breakdown_needs_both_solo_runs(

@@ -30,6 +30,11 @@ class EpochRow:
     avg_sync_ms: float | None = None
     batch_share: list[float] | None = None
     throughput: list[float] | None = None
+    """Per rank, samples over the epoch's wall time (``EpochMetrics.per_rank_throughput``)."""
+    rank_speed: list[float] | None = None
+    """Per rank, samples over its compute time (forward, backward, optimizer step and the
+    slowdown's pauses: what the rank's device delivers while it trains); absent in older
+    records."""
     anchor: int | None = None
     lr: float | None = None
 

@@ -357,12 +357,13 @@ def _speed_cells(r: RunRecord, solo: RunRecord) -> list[str]:
 
 
 def _speed(r: RunRecord, rank: int) -> float | None:
-    """Median over the epochs of rank ``rank``'s measured speed in run ``r`` (its samples over its
-    compute time, the slowdown's pauses included: ``EpochMetrics.per_rank_throughput``)."""
+    """Median over the epochs of rank ``rank``'s speed in run ``r``: its samples over its compute
+    time (forward, backward, optimizer step, the slowdown's pauses), not over the epoch's wall
+    time, which would count the engine's waiting and averaging as the device's."""
     xs = [
-        e.throughput[rank]
+        e.rank_speed[rank]
         for e in r.epochs
-        if e.throughput and len(e.throughput) > rank and e.throughput[rank] > 0
+        if e.rank_speed and len(e.rank_speed) > rank and e.rank_speed[rank] > 0
     ]
     return statistics.median(xs) if xs else None
 
@@ -395,7 +396,10 @@ def _breakdown(ix: _Index) -> list[str]:
                 ]
             )
     if not rows:
-        return ["Needs a two-rank run with solo-0 and solo-1 of the same model (speeds per epoch)."]
+        return [
+            "Needs a two-rank run with solo-0 and solo-1 of the same model, with each rank's "
+            "compute speed per epoch (records written before ddp-bench kept it have none)."
+        ]
     return [
         "Where a two-rank run's speedup comes from, from each cell's last run: speedup = "
         "*pair alone* x *ranks together* x *engine*. **Pair alone** is what the two devices "
@@ -518,10 +522,11 @@ def _elche(records: Sequence[RunRecord]) -> list[str]:
     for r in records:
         anchors = [e.anchor for e in r.epochs if e.anchor is not None]
         shares = r.epochs[-1].batch_share if r.epochs else None
-        thr = r.epochs[-1].throughput if r.epochs else None
+        speed = r.epochs[-1].rank_speed if r.epochs else None
         if not anchors and not shares:
             continue
-        ratio = f"{max(thr) / min(thr):.2f}" if thr and len(thr) > 1 and min(thr) > 0 else "—"
+        ok = speed and len(speed) > 1 and min(speed) > 0
+        ratio = f"{max(speed) / min(speed):.2f}" if ok else "—"  # type: ignore[arg-type]
         rows.append(
             [
                 r.model,
@@ -535,8 +540,8 @@ def _elche(records: Sequence[RunRecord]) -> list[str]:
     if not rows:
         return ["No DDP run recorded ElChe telemetry."]
     return [
-        "Anchor per epoch, last epoch's batch share per rank, throughput ratio fast/slow rank "
-        "and anchor changes (timeline).",
+        "Anchor per epoch, last epoch's batch share per rank, the ranks' speed ratio fast/slow "
+        "in that epoch (samples over compute time) and anchor changes (timeline).",
         "",
         *_table(["Model", "Mode", "Anchor", "Batch share", "Speed ratio", "Anchor changes"], rows),
     ]

@@ -58,6 +58,11 @@ def _row(m: Any, eval_name: str) -> EpochRow:
         avg_sync_ms=float(m.avg_sync_ms) if getattr(m, "avg_sync_ms", None) is not None else None,
         batch_share=[float(x) for x in (m.per_rank_batch_share or [])] or None,
         throughput=[float(x) for x in (m.per_rank_throughput or [])] or None,
+        rank_speed=[
+            p.samples / (p.compute_ms / 1000.0) if p.compute_ms > 0 else 0.0
+            for p in (m.per_rank or [])
+        ]
+        or None,
         anchor=m.anchor,
         lr=float(lr) if lr is not None and math.isfinite(lr) else None,
     )
