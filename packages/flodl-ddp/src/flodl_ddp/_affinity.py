@@ -12,11 +12,11 @@ Local rank ``r`` of ``n`` gets the ``r``-th of ``n`` equal consecutive slices of
 process may use (``os.sched_getaffinity``, so a container's or ``taskset``'s narrower set is
 respected); the cores left over by the division stay unused. A spawned (or elastic) rank binds
 its main thread as it starts, before torch starts its thread pools, so every thread started
-afterwards (intra-op threads, gloo's) inherits it. Under torchrun the rank is the caller's own process,
-whose other threads are left alone: the training thread is bound, with what it starts (gloo's
-threads too when the run creates the process group). The rank's torch thread count is unchanged
-(``threads_per_rank``, or one on a CPU rank). It is off by default: a bound rank cannot move
-away from a core something else is using.
+afterwards (intra-op threads, gloo's) inherits it. Under torchrun the rank is the caller's own
+process, whose other threads are left alone: the training thread is bound, with what it starts
+(gloo's threads too when the run creates the process group). The rank's torch thread count is
+unchanged (``threads_per_rank``, or one on a CPU rank). It is off by default: a bound rank
+cannot move away from a core something else is using.
 
 Linux only (``os.sched_setaffinity``); elsewhere asking for it is a :class:`ConfigError`.
 """
