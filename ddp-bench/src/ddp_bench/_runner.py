@@ -7,14 +7,15 @@ from __future__ import annotations
 import datetime
 import io
 import math
-import os
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flodl_core import ConfigError
 from flodl_ddp import Trainer
+from flodl_ddp._affinity import check_bindable
 from flodl_monitor import Monitor
 
 from ._config import BenchConfig
@@ -104,16 +105,17 @@ def _ranks_from_metrics(rows: list[Any], world: int) -> list[RankTime]:
 
 
 def binds_cores(cfg: BenchConfig, devices: list[str]) -> bool:
-    """Whether a run's CPU ranks are bound to their own cores: several CPU ranks, a platform
-    that can bind, a core for each, and not ``--no-bind-cores`` (one device trains in the bench's
-    process and is never bound)."""
-    return (
-        cfg.bind_cores
-        and len(devices) > 1
-        and all(d == "cpu" for d in devices)
-        and hasattr(os, "sched_getaffinity")
-        and len(os.sched_getaffinity(0)) >= len(devices)
-    )
+    """Whether a run's CPU ranks are bound to their own cores: several CPU ranks, not
+    ``--no-bind-cores``, and a binding the trainer would accept here (its own check: a platform
+    that can bind, a core for each one-thread rank). One device trains in the bench's process and
+    is never bound."""
+    if not cfg.bind_cores or len(devices) < 2 or any(d != "cpu" for d in devices):
+        return False
+    try:
+        check_bindable(len(devices), 1)
+    except ConfigError:
+        return False
+    return True
 
 
 def _header(
