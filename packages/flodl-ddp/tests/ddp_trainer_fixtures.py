@@ -340,6 +340,40 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
     write_result(out_dir, rank, results)
 
 
+def exchange_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> None:
+    """``n`` shared-memory exchanges racing the other ranks', with random short pauses; each
+    rank sends ``[i, rank, i * world + rank]`` in exchange ``i`` and records every value that
+    is not what exchange ``i`` should show."""
+    import random
+    from datetime import timedelta
+
+    from flodl_ddp._comm import Comm
+
+    try:
+        torch.set_num_threads(1)
+        store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=60))
+        comm = Comm(dist.PrefixStore("ctl", store), rank, world)
+        shared = comm.share_counters()
+        comm.barrier("go")
+        rng = random.Random(rank)
+        wrong: list[Any] = []
+        count = 0
+        for i in range(n):
+            if rng.random() < 0.1:
+                time.sleep(rng.random() * 1e-4)
+            got = comm.exchange("x", [float(i), float(rank), float(i * world + rank)])
+            want = [[float(i), float(r), float(i * world + r)] for r in range(world)]
+            if got != want and len(wrong) < 5:
+                wrong.append([i, got])
+            count += 1
+        comm.barrier("done")
+        write_result(out_dir, rank, {"shared": shared, "wrong": wrong, "count": count})
+    except BaseException:
+        import traceback
+
+        write_result(out_dir, rank, {"error": traceback.format_exc()})
+
+
 def counters_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> None:
     """``n`` shared-counter adds racing the other ranks' (no process group: the store alone)."""
     from datetime import timedelta

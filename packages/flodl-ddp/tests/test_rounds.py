@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from flodl_ddp._verdicts import GuardRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
+from rank_harness import thread_ranks
 
 
 def _round(relax_up: bool, guard: object) -> AveragingRound:
@@ -81,3 +83,58 @@ def test_a_window_cut_short_by_the_epoch_end_never_grows_the_anchor(cut: bool, a
     # overhead = boundary / longest compute = 30 / 100 = 0.3 > target 0.10 → ceil(10·0.3/0.1) = 30
     _feed(r, boundary_ms=30.0, cut=cut)
     assert r.elche.anchor == anchor
+
+
+class _NoAverage:
+    """The averaging step, skipped: this file tests what a round decides."""
+
+    bytes_sent = 0
+    shared = False
+
+    def stage(self) -> None:
+        pass
+
+    def average(self, mine: float, weights: list[float]) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize(
+    ("more", "in_hand", "drained", "finished", "peeked"),
+    [
+        # a rank saw unclaimed pool blocks when it stopped, no rank holds batches: the pool
+        # counter, read after the arrivals, decides
+        ([True, False], [False, False], True, True, True),
+        ([True, False], [False, False], False, False, True),
+        # a rank still holds batches: the epoch goes on, no counter read
+        ([True, True], [True, False], True, False, False),
+        # nobody has data left: finished, no counter read
+        ([False, False], [False, False], False, True, False),
+    ],
+)
+def test_a_stale_data_left_does_not_cost_an_empty_window(
+    more: list[bool], in_hand: list[bool], drained: bool, finished: bool, peeked: bool
+) -> None:
+    """Every rank reaches the same verdict from the exchanged flags and the pool counter."""
+    from flodl_ddp import ElChe
+
+    def body(comm: Any) -> list[Any]:
+        import torch
+
+        reads: list[int] = []
+        r = AveragingRound(
+            comm.rank, 2, comm, torch.device("cpu"), _NoAverage(), ElChe(2, 10),
+            GuardRunner(NoGuard()), None, Overshoot(None, 100),
+        )  # type: ignore[arg-type]  # fmt: skip
+
+        def pool_drained() -> bool:
+            reads.append(1)
+            return drained
+
+        res = r.close(
+            1, 5, more[comm.rank], 0.01, False, 0.1, _ledger(), 0.0,
+            in_hand=in_hand[comm.rank], drained=pool_drained,
+        )  # fmt: skip
+        return [res.finished, res.actual, bool(reads)]
+
+    for res in thread_ranks(2, body):
+        assert res == [finished, [5, 5], peeked]

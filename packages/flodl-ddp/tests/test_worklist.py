@@ -105,9 +105,12 @@ def test_has_more_before_and_after_the_pool_drains() -> None:
     store = _Store()
     a, b = _ranks(work, 2, store, [])
     assert a.has_more() and b.has_more()
+    assert not a.in_hand() and not a.drained()  # nothing claimed yet: more only in the pool
     assert [a.next(), a.next(), a.next()] == [0, 1, 2]
     assert b.has_more()
+    assert not a.in_hand()  # each block was one batch, and it ran
     assert b.next() == 3
+    assert a.drained() and b.drained()  # every block claimed
     assert not a.has_more() or a.next() is None
     assert a.next() is None and b.next() is None
     assert not a.has_more() and not b.has_more()

@@ -6,8 +6,9 @@ the same exchanges in the same order, so a per-exchange sequence number names th
 deletes its own key of exchange ``n - 2`` when it completes exchange ``n`` (by then every rank has
 read it: a rank writes key ``n - 1`` only after reading all of ``n - 2``).
 
-Counters (:meth:`Comm.counter`) move to shared memory when every rank runs on one host
-(:meth:`Comm.share_counters`, :mod:`flodl_ddp._shm_counters`): a few microseconds instead of a
+Counters (:meth:`Comm.counter`) and the exchanges of a few numbers (:meth:`Comm.exchange`)
+move to shared memory when every rank runs on one host (:meth:`Comm.share_counters`,
+:mod:`flodl_ddp._shm_counters`, :mod:`flodl_ddp._shm_exchange`): microseconds instead of a
 store round trip each.
 
 :class:`SoloComm` is the world-size-1 stand-in: every exchange returns the rank's own values.
@@ -31,6 +32,7 @@ class Comm:
         self._seq = 0
         self._mine: list[str] = []
         self._counters: Any = None  # SharedCounters once share_counters() succeeds
+        self._mailbox: Any = None  # SharedExchange, likewise
 
     @property
     def solo(self) -> bool:
@@ -71,7 +73,12 @@ class Comm:
         return out
 
     def exchange(self, tag: str, values: Sequence[float]) -> list[list[float]]:
-        """Every rank's list of floats (lengths may differ), in rank order."""
+        """Every rank's list of floats (lengths may differ), in rank order. Up to
+        :data:`~flodl_ddp._shm_exchange.MAX_VALUES` each once the counters are shared."""
+        if self._mailbox is not None:
+            self._mailbox.check(tag, values)
+            self._seq += 1
+            return self._mailbox.exchange(self._seq, tag, values)
         blob = struct.pack(f"<{len(values)}d", *values)
         return [list(struct.unpack(f"<{len(b) // 8}d", b)) for b in self.exchange_bytes(tag, blob)]
 
@@ -80,15 +87,25 @@ class Comm:
         self.exchange_bytes(tag, b"")
 
     def share_counters(self) -> bool:
-        """Keep counters in shared memory from now on, when every rank can map one file (one
-        host); returns whether they do. A collective: every rank calls it at the same point,
-        before any counter is used."""
-        from ._shm_counters import SharedCounters  # it builds on this module
+        """Keep counters, and the exchanges of a few numbers, in shared memory from now on,
+        when every rank can map one file (one host); returns whether they do. A collective:
+        every rank calls it at the same point, before any counter is used."""
+        # both build on this module
+        from ._shm import map_shared
+        from ._shm_counters import SharedCounters
+        from ._shm_exchange import SharedExchange
 
         if self._counters is None and not self.solo:
             timeout = getattr(self.store, "timeout", None)  # a timedelta on torch's stores
             seconds = timeout.total_seconds() if timeout is not None else 300.0
             self._counters = SharedCounters.open(self, timeout_s=seconds)
+            if self._counters is not None:  # the same on every rank: so is this collective
+                nbytes = SharedExchange.nbytes(self.world_size)
+                shared = map_shared(self, "mbx", nbytes, eligible=True)
+                if shared is not None:
+                    self._mailbox = SharedExchange(
+                        shared, self._counters, self.rank, self.world_size, timeout_s=seconds
+                    )
         return self._counters is not None
 
     @property
@@ -99,6 +116,9 @@ class Comm:
     def close(self) -> None:
         """Release the shared counters' mapping (the store is the caller's). Counters go back
         to the store; call it once every rank is done with them (after a closing barrier)."""
+        if self._mailbox is not None:
+            self._mailbox.close()
+            self._mailbox = None
         if self._counters is not None:
             self._counters.close()
             self._counters = None

@@ -412,7 +412,7 @@ class RankEngine:
             gate.stop()
             result = self.rounds.close(
                 self.window, done, more, self._compute_s, gate.throttled, self._lr(), self.ledger,
-                w_start,
+                w_start, in_hand=work.in_hand(), drained=work.drained,
             )  # fmt: skip
             finished = result.finished
             self.global_step += sum(result.actual)

@@ -58,7 +58,7 @@ class SharedCounters:
         self._fd = shared.fd
         self.timeout_s = float(timeout_s)
         # The descriptor is closed exactly once: by close(), or when this object is collected.
-        self._release = weakref.finalize(self, _release, shared.mm, shared.fd)
+        self._release = weakref.finalize(self, release_mapping, shared.mm, shared.fd)
         self._keys = np.frombuffer(shared.mm, dtype=np.int64, count=CAPACITY, offset=HEADER_BYTES)
         self._values = np.frombuffer(
             shared.mm, dtype=np.int64, count=CAPACITY, offset=HEADER_BYTES + 8 * CAPACITY
@@ -156,7 +156,8 @@ class SharedCounters:
         self._release()
 
 
-def _release(mm: mmap.mmap, fd: int) -> None:
+def release_mapping(mm: mmap.mmap, fd: int) -> None:
+    """Unmap a shared file and close this rank's descriptor of it (either may be gone)."""
     with contextlib.suppress(BufferError, ValueError):
         mm.close()
     with contextlib.suppress(OSError):

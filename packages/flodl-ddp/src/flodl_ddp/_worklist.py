@@ -157,9 +157,17 @@ class RankWork:
     def has_more(self) -> bool:
         """Whether :meth:`next` may still return a batch (false negatives never happen; a
         ``True`` can turn out empty when another rank claims the last block first)."""
-        if self._left > 0:
+        if self.in_hand():
             return True
-        return not self.done and self._peek() < len(self.work.pool)
+        return not self.done and not self.drained()
+
+    def in_hand(self) -> bool:
+        """Whether this rank holds batches not yet run (its own slice, or a claimed block)."""
+        return self._left > 0
+
+    def drained(self) -> bool:
+        """Whether every pool block has been claimed (by any rank); one counter read."""
+        return self._peek() >= len(self.work.pool)
 
     def _close(self) -> None:
         close = getattr(self._it, "close", None)
