@@ -342,8 +342,9 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
 
 def exchange_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> None:
     """``n`` shared-memory exchanges racing the other ranks', with random short pauses; each
-    rank sends ``[i, rank, i * world + rank]`` in exchange ``i`` and records every value that
-    is not what exchange ``i`` should show."""
+    rank sends ``[i, rank, i * world + rank]`` in exchange ``i`` (every 7th: a message of a
+    length set by ``i`` and the rank, up to 6,000 bytes) and records every value that is not
+    what exchange ``i`` should show."""
     import random
     from datetime import timedelta
 
@@ -361,8 +362,13 @@ def exchange_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> N
         for i in range(n):
             if rng.random() < 0.1:
                 time.sleep(rng.random() * 1e-4)
-            got = comm.exchange("x", [float(i), float(rank), float(i * world + rank)])
-            want = [[float(i), float(r), float(i * world + r)] for r in range(world)]
+            if i % 7 == 0:  # messages of every length, some through the store
+                size = (i * 131 + rank * 977) % 6000
+                got: Any = comm.exchange_bytes("y", bytes([i % 251]) * size)
+                want: Any = [bytes([i % 251]) * ((i * 131 + r * 977) % 6000) for r in range(world)]
+            else:
+                got = comm.exchange("x", [float(i), float(rank), float(i * world + rank)])
+                want = [[float(i), float(r), float(i * world + r)] for r in range(world)]
             if got != want and len(wrong) < 5:
                 wrong.append([i, got])
             count += 1

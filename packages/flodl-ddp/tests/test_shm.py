@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+import flodl_ddp._shm as shm
 from flodl_ddp._average import Averager
 from flodl_ddp._comm import Comm
 from flodl_ddp._modes import Backend
@@ -59,6 +60,33 @@ def test_one_ineligible_rank_makes_every_rank_keep_gloo() -> None:
 def test_rank_zero_ineligible_offers_nothing() -> None:
     got = thread_ranks(2, lambda comm: SharedSlots.open(comm, SPECS, eligible=comm.rank != 0))
     assert got == [None, None]
+
+
+@pytest.mark.parametrize(("labels", "shared"), [(["a", "b"], False), (["a", "a"], True)])
+def test_ranks_a_cluster_puts_on_different_hosts_never_share_memory(
+    monkeypatch: pytest.MonkeyPatch, labels: list[str], shared: bool
+) -> None:
+    """Two "hosts" of one machine (network namespaces, say) could map the file; the cluster
+    file says they are apart, so they keep the network, and its failures."""
+    mine = threading.local()
+    monkeypatch.setattr(shm, "host_label", lambda: mine.label)
+
+    def body(comm: Comm) -> bool:
+        mine.label = labels[comm.rank]
+        return SharedSlots.open(comm, SPECS, eligible=True) is not None
+
+    assert thread_ranks(2, body) == [shared, shared]
+
+
+def test_the_host_label_is_the_cluster_host_when_there_is_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    monkeypatch.delenv("FLODL_CLUSTER_HOST", raising=False)
+    assert shm.host_label() == socket.gethostname()
+    monkeypatch.setenv("FLODL_CLUSTER_HOST", "gpu-box-2")
+    assert shm.host_label() == "gpu-box-2"
 
 
 def test_a_different_file_under_the_same_name_is_refused(tmp_path: Any) -> None:

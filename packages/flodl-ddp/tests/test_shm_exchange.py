@@ -1,4 +1,4 @@
-"""Same-host exchanges of a few numbers in shared memory (:mod:`flodl_ddp._shm_exchange`)."""
+"""Same-host exchanges in shared memory (:mod:`flodl_ddp._shm_exchange`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import flodl_ddp._shm as shm
 from flodl_ddp import DdpError
 from flodl_ddp._comm import Comm
-from flodl_ddp._shm_exchange import MAX_VALUES
+from flodl_ddp._shm_exchange import ROW_BYTES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from rank_harness import spawn_ranks, thread_ranks
@@ -57,16 +57,23 @@ def test_racing_processes_never_read_a_stale_or_torn_row(tmp_path: Path) -> None
     assert [p for p in multiprocessing.active_children() if p.is_alive()] == []
 
 
-def test_more_values_than_a_row_holds_names_the_exchange() -> None:
-    def body(comm: Comm) -> str:
-        comm.share_counters()
-        if comm.rank == 0:
-            with pytest.raises(DdpError, match=rf"exchange 'big': {MAX_VALUES + 1} values"):
-                comm.exchange("big", [0.0] * (MAX_VALUES + 1))
-        comm.barrier("done")
-        return "ok"
+def test_a_message_longer_than_a_row_goes_through_the_store_and_is_cleaned_up() -> None:
+    """Each rank decides for its own message; the others read it from the store; its key is
+    gone once every rank has read it. Barriers (empty messages) ride the mailbox too."""
 
-    assert thread_ranks(2, body) == ["ok", "ok"]
+    def body(comm: Comm) -> list[Any]:
+        assert comm.share_counters()
+        long = bytes([comm.rank]) * (ROW_BYTES + 1) if comm.rank == 1 else b"short"
+        got = comm.exchange_bytes("ep", long)
+        key = f"mx{comm._seq}/1"
+        there = comm.store.check([key])
+        comm.barrier("read")
+        comm.barrier("and once more")  # rank 1 deletes its key here: everyone read it
+        gone = not comm.store.check([key])
+        return [got, there, gone]
+
+    want = [b"short", b"\x01" * (ROW_BYTES + 1)]
+    assert thread_ranks(2, body) == [[want, True, True]] * 2
 
 
 def test_a_rank_that_does_not_arrive_is_an_error_not_a_hang() -> None:

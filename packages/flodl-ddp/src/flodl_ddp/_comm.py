@@ -6,10 +6,10 @@ the same exchanges in the same order, so a per-exchange sequence number names th
 deletes its own key of exchange ``n - 2`` when it completes exchange ``n`` (by then every rank has
 read it: a rank writes key ``n - 1`` only after reading all of ``n - 2``).
 
-Counters (:meth:`Comm.counter`) and the exchanges of a few numbers (:meth:`Comm.exchange`)
-move to shared memory when every rank runs on one host (:meth:`Comm.share_counters`,
-:mod:`flodl_ddp._shm_counters`, :mod:`flodl_ddp._shm_exchange`): microseconds instead of a
-store round trip each.
+Counters (:meth:`Comm.counter`) and exchanges (:meth:`Comm.exchange_bytes` and what builds on
+it; a message longer than a few KB still goes through the store) move to shared memory when
+every rank runs on one host (:meth:`Comm.share_counters`, :mod:`flodl_ddp._shm_counters`,
+:mod:`flodl_ddp._shm_exchange`): microseconds instead of a store round trip each.
 
 :class:`SoloComm` is the world-size-1 stand-in: every exchange returns the rank's own values.
 """
@@ -53,6 +53,8 @@ class Comm:
     def exchange_bytes(self, tag: str, payload: bytes) -> list[bytes]:
         """Every rank's ``payload`` for this exchange, in rank order (blocks for all of them)."""
         base = self._next(tag)
+        if self._mailbox is not None:
+            return self._mailbox.exchange(self._seq, tag, payload)
         mine = f"{base}/{self.rank}"
         self.store.set(mine, payload)
         out = list(self.store.multi_get([f"{base}/{r}" for r in range(self.world_size)]))
@@ -73,12 +75,7 @@ class Comm:
         return out
 
     def exchange(self, tag: str, values: Sequence[float]) -> list[list[float]]:
-        """Every rank's list of floats (lengths may differ), in rank order. Up to
-        :data:`~flodl_ddp._shm_exchange.MAX_VALUES` each once the counters are shared."""
-        if self._mailbox is not None:
-            self._mailbox.check(tag, values)
-            self._seq += 1
-            return self._mailbox.exchange(self._seq, tag, values)
+        """Every rank's list of floats (lengths may differ), in rank order."""
         blob = struct.pack(f"<{len(values)}d", *values)
         return [list(struct.unpack(f"<{len(b) // 8}d", b)) for b in self.exchange_bytes(tag, blob)]
 
@@ -87,10 +84,10 @@ class Comm:
         self.exchange_bytes(tag, b"")
 
     def share_counters(self) -> bool:
-        """Keep counters, and the exchanges of a few numbers, in shared memory from now on,
-        when every rank can map one file (one host); returns whether they do. A collective:
-        every rank calls it at the same point, before any counter is used."""
-        # both build on this module
+        """Keep counters and exchanges in shared memory from now on, when every rank can map
+        one file (one host); returns whether they do. A collective: every rank calls it at the
+        same point, before any counter is used."""
+        # these build on this module
         from ._shm import map_shared
         from ._shm_counters import SharedCounters
         from ._shm_exchange import SharedExchange
@@ -104,7 +101,11 @@ class Comm:
                 shared = map_shared(self, "mbx", nbytes, eligible=True)
                 if shared is not None:
                     self._mailbox = SharedExchange(
-                        shared, self._counters, self.rank, self.world_size, timeout_s=seconds
+                        shared,
+                        self.store,
+                        self.rank,
+                        self.world_size,
+                        timeout_s=seconds,
                     )
         return self._counters is not None
 

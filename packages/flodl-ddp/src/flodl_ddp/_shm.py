@@ -26,6 +26,7 @@ import contextlib
 import json
 import mmap
 import os
+import socket
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,12 @@ def _shm_dir() -> str:
     """``/dev/shm`` where it is a writable folder (Linux: RAM-backed), else the temp folder."""
     d = "/dev/shm"
     return d if os.path.isdir(d) and os.access(d, os.W_OK) else tempfile.gettempdir()
+
+
+def host_label() -> str:
+    """The host this rank runs on, as the run knows it: the cluster file's host name under
+    ``fdl @cluster`` (``FLODL_CLUSTER_HOST``), else the machine's host name."""
+    return os.environ.get("FLODL_CLUSTER_HOST") or socket.gethostname()
 
 
 def _aligned(n: int) -> int:
@@ -115,6 +122,9 @@ class SharedFile:
 def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> SharedFile | None:
     """A file of ``size`` bytes that rank 0 creates and every rank maps, or ``None`` on every
     rank when any rank cannot (another host, no writable folder, ``eligible`` false somewhere).
+    Ranks that a cluster file puts on different hosts (:func:`host_label`) never share one, even
+    when they could (network namespaces, containers sharing ``/dev/shm``): what they exchange
+    then goes over the network, as between machines, and so does a failure of that network.
 
     A collective over ``comm`` (two exchanges named after ``tag``). The name is unlinked before
     it returns: the mappings and descriptors keep the memory, and nothing is left behind.
@@ -131,7 +141,7 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> SharedFile | 
     if offers[0]:
         info = json.loads(offers[0])
         path = info["path"]
-        if rank != 0 and eligible:
+        if rank != 0 and eligible and info["host"] == host_label():
             got = _attach(path, size, bytes.fromhex(info["nonce"]))
     oks = comm.exchange(tag + "ok", [1.0 if got is not None else 0.0])
     if rank == 0 and path:
@@ -164,7 +174,8 @@ def _create(size: int) -> tuple[mmap.mmap, int, bytes]:
         raise
     nonce = os.urandom(16)
     mm[:16] = nonce
-    return mm, fd, json.dumps({"path": path, "nonce": nonce.hex()}).encode()
+    offer = {"path": path, "nonce": nonce.hex(), "host": host_label()}
+    return mm, fd, json.dumps(offer).encode()
 
 
 def _attach(path: str, size: int, nonce: bytes) -> tuple[mmap.mmap, int] | None:

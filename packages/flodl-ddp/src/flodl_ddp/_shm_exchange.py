@@ -1,50 +1,62 @@
-"""Same-host exchanges of a few numbers through shared memory instead of the store.
+"""Same-host exchanges of small messages through shared memory instead of the store.
 
 Every averaging round of cadence and async makes two small exchanges (the ranks' arrivals,
-then their timings). Through the ``TCPStore`` each is a ``set`` and a ``multi_get`` served by a
-thread of the launching process, which on a host whose cores the ranks keep busy must first be
-scheduled: measured between two ranks bound to the two cores of a 2-core VM, 0.50-0.66 ms
-(median) for an exchange both ranks reached together and 0.67 ms on top of the wait when one
-came 0.3 ms later. Through this mailbox: 0.01-0.09 ms and 0.1 ms. On a logistic-regression
-epoch of ~30 ms with two rounds, that is ~2 ms an epoch.
+then their timings), and every epoch ends with one (its metrics). Through the ``TCPStore``
+each is a ``set`` and a ``multi_get`` served by a thread of the launching process, which on a
+host whose cores the ranks keep busy must first be scheduled: measured between two ranks bound
+to the two cores of a 2-core VM, 0.50-0.66 ms (median) for an exchange both ranks reached
+together and 0.67 ms on top of the wait when one came 0.3 ms later. Through this mailbox:
+0.01-0.09 ms and 0.1 ms. On a logistic-regression epoch of ~30 ms with two rounds, that is
+~2 ms an epoch.
 
-Layout: two *parities* (exchange ``k`` uses ``k % 2``), each with one row per rank of
-``1 + MAX_VALUES`` float64 (the length, then the values). Exchange ``k``: a rank writes its
-row, then adds one to the shared counter ``mx<k>`` (:mod:`flodl_ddp._shm_counters`, whose lock
-orders the row's writes before the count on every architecture); it polls the counter until
-every rank has, then reads every row. Two parities suffice: a rank writes parity ``k % 2`` again
-at exchange ``k + 2``, which it reaches only after every rank has arrived at ``k + 1``, that
-is, after every rank has read exchange ``k``.
+Layout: one int64 per rank, the last exchange it arrived at; then two *parities* (exchange
+``k`` uses ``k % 2``), each with one row per rank: an int64 length, then up to
+:data:`ROW_BYTES` bytes. Exchange ``k``: a rank writes its row, then sets its arrival to ``k``
+under an exclusive ``flock`` of the file (the lock orders the row's writes before the arrival,
+and the readers' reads after it, on every architecture); it polls until every rank has arrived
+at ``k``, then reads every row. A longer message goes to the store under ``mx<k>/<rank>`` and
+its row says so (length -1): each rank decides for its own message, and the readers follow.
+Two parities suffice: a rank writes parity ``k % 2`` again at exchange ``k + 2``, which it
+reaches only after every rank has arrived at ``k + 1``, that is, after every rank has read
+exchange ``k``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
 from ._errors import DdpError
 from ._shm import HEADER_BYTES, SharedFile
-from ._shm_counters import SharedCounters, release_mapping
+from ._shm_counters import release_mapping
 
-MAX_VALUES = 16
-"""The most numbers one rank sends in one exchange."""
+ROW_BYTES = 4096
+"""The longest message a row holds; longer ones go through the store."""
+_HEAD = 8  # the row's int64 length; -1: the message is in the store
 
 SPIN_S = 2e-4
 """How long a waiting rank polls back to back (yielding its core) before it polls asleep:
-peers that arrive together are then seen within microseconds, and a long wait costs no core."""
+peers that arrive together are then seen within microseconds."""
 POLL_SLEEP_S = 5e-5
-"""The pause between polls after that (the shortest sleep lasts ~0.1 ms more on Linux)."""
+"""The pause between polls after that (the shortest sleep lasts ~0.1 ms more on Linux)..."""
+SLOW_POLL_AFTER_S = 5e-3
+"""...until the wait has lasted this long (a peer evaluating, say): then one poll a
+:data:`SLOW_POLL_S`, so that a long wait costs next to no CPU."""
+SLOW_POLL_S = 1e-3
 
 
 class SharedExchange:
-    """Exchanges of up to :data:`MAX_VALUES` floats among the ranks of one host.
+    """Exchanges of short messages among the ranks of one host.
 
     Args:
         shared: the mailbox file (:func:`flodl_ddp._shm.map_shared`, :meth:`nbytes` long).
-        counters: the ranks' shared counters (arrivals are counted there).
+        store: the ranks' store, for messages longer than :data:`ROW_BYTES`.
         rank: this rank.
         world: the number of ranks.
         timeout_s: the longest wait for the other ranks before :class:`DdpError`.
@@ -53,73 +65,106 @@ class SharedExchange:
     def __init__(
         self,
         shared: SharedFile,
-        counters: SharedCounters,
+        store: Any,
         rank: int,
         world: int,
         timeout_s: float = 300.0,
     ) -> None:
-        self._shared = shared
-        self._counters = counters
+        self._fd = shared.fd
+        self._store = store
         self._rank = rank
         self._world = world
         self.timeout_s = float(timeout_s)
+        self._in_store: list[tuple[int, str]] = []  # (exchange, key) of this rank's long ones
         # The descriptor is closed exactly once: by close(), or when this object is collected.
         self._release = weakref.finalize(self, release_mapping, shared.mm, shared.fd)
-        count = 2 * world * (1 + MAX_VALUES)
+        self._arrived = np.frombuffer(shared.mm, dtype=np.int64, count=world, offset=HEADER_BYTES)
         self._rows = np.frombuffer(
-            shared.mm, dtype=np.float64, count=count, offset=HEADER_BYTES
-        ).reshape(2, world, 1 + MAX_VALUES)
+            shared.mm,
+            dtype=np.uint8,
+            count=2 * world * (_HEAD + ROW_BYTES),
+            offset=HEADER_BYTES + 8 * world,
+        ).reshape(2, world, _HEAD + ROW_BYTES)
 
     @staticmethod
     def nbytes(world: int) -> int:
-        return HEADER_BYTES + 8 * 2 * world * (1 + MAX_VALUES)
+        return HEADER_BYTES + 8 * world + 2 * world * (_HEAD + ROW_BYTES)
 
-    @staticmethod
-    def check(name: str, values: Sequence[float]) -> None:
-        """Raise :class:`DdpError` when ``values`` do not fit a row (before the exchange takes
-        a sequence number, so that the rank stays in step with the others)."""
-        if len(values) > MAX_VALUES:
-            raise DdpError(
-                f"exchange {name!r}: {len(values)} values, more than the {MAX_VALUES} a "
-                "shared-memory exchange carries"
-            )
-
-    def exchange(self, seq: int, name: str, values: Sequence[float]) -> list[list[float]]:
-        """Every rank's ``values`` of exchange number ``seq`` (the same on every rank, one
+    def exchange(self, seq: int, name: str, payload: bytes) -> list[bytes]:
+        """Every rank's ``payload`` of exchange number ``seq`` (the same on every rank, one
         higher each time), in rank order. ``name`` is for the error messages."""
-        self.check(name, values)
-        n = len(values)
         row = self._rows[seq % 2, self._rank]
-        row[0] = n
-        row[1 : 1 + n] = values
-        key = f"mx{seq}"
-        counters = self._counters
-        if counters.add(key, 1) < self._world:
-            self._wait(key, name)
+        n = len(payload)
+        if n <= ROW_BYTES:
+            row[_HEAD : _HEAD + n] = np.frombuffer(payload, dtype=np.uint8)
+        else:
+            key = f"mx{seq}/{self._rank}"
+            self._store.set(key, payload)
+            self._in_store.append((seq, key))
+            n = -1
+        row[:_HEAD].view(np.int64)[0] = n
+        deadline = time.monotonic() + self.timeout_s
+        with self._locked(name, deadline):
+            self._arrived[self._rank] = seq
+        self._wait(seq, name, deadline)
         rows = self._rows[seq % 2]
-        out = [rows[r, 1 : 1 + int(rows[r, 0])].tolist() for r in range(self._world)]
-        if self._rank == 0:
-            # every rank arrived at seq, so every rank has read seq - 1: its counter can go
-            counters.drop(f"mx{seq - 1}")
+        out: list[bytes] = []
+        for r in range(self._world):
+            length = int(rows[r, :_HEAD].view(np.int64)[0])
+            if length >= 0:
+                out.append(rows[r, _HEAD : _HEAD + length].tobytes())
+            else:
+                out.append(self._store.get(f"mx{seq}/{r}"))
+        # Every rank arrived at seq, so every rank has read seq - 1 and before: this rank's
+        # long messages of those can go.
+        while self._in_store and self._in_store[0][0] < seq:
+            with contextlib.suppress(Exception):  # cleanup only
+                self._store.delete_key(self._in_store.pop(0)[1])
         return out
 
-    def _wait(self, key: str, name: str) -> None:
-        counters, world = self._counters, self._world
+    @contextlib.contextmanager
+    def _locked(self, name: str, deadline: float) -> Iterator[None]:
+        """Hold the file's lock (a peer holds it for microseconds: retried, yielding the core)."""
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise DdpError(
+                        f"exchange {name!r}: waited {self.timeout_s:g} s for the mailbox's lock; "
+                        "another rank holds it and does not let go (stopped or hung?)"
+                    ) from None
+                time.sleep(0)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _all_arrived(self, seq: int, name: str, deadline: float) -> bool:
+        with self._locked(name, deadline):
+            return int(self._arrived.min()) >= seq
+
+    def _wait(self, seq: int, name: str, deadline: float) -> None:
+        """Until every rank has arrived at ``seq``: polled back to back for :data:`SPIN_S`,
+        then asleep between polls, longer ones once the wait is long."""
         start = time.monotonic()
-        while time.monotonic() - start < SPIN_S:
-            time.sleep(0)  # yields the core to whoever needs it
-            if counters.add(key, 0) >= world:
-                return
-        deadline = start + self.timeout_s
-        while counters.add(key, 0) < world:
-            if time.monotonic() >= deadline:
+        while not self._all_arrived(seq, name, deadline):
+            now = time.monotonic()
+            if now >= deadline:
+                arrived = int(np.count_nonzero(self._arrived >= seq))
                 raise DdpError(
                     f"exchange {name!r}: waited {self.timeout_s:g} s for the other ranks "
-                    f"({counters.add(key, 0)} of {world} arrived); a rank stopped or hung?"
+                    f"({arrived} of {self._world} arrived); a rank stopped or hung?"
                 )
-            time.sleep(POLL_SLEEP_S)
+            if now - start < SPIN_S:
+                time.sleep(0)  # yields the core to whoever needs it
+            else:
+                time.sleep(POLL_SLEEP_S if now - start < SLOW_POLL_AFTER_S else SLOW_POLL_S)
 
     def close(self) -> None:
         """Unmap the mailbox (the other ranks keep theirs)."""
-        self._rows = np.empty((2, 0, 0), dtype=np.float64)  # views borrow the mapping
+        # views borrow the mapping
+        self._rows = np.empty((2, 0, 0), dtype=np.uint8)
+        self._arrived = np.empty(0, dtype=np.int64)
         self._release()
