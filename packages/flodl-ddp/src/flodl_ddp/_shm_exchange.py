@@ -3,11 +3,10 @@
 Every averaging round of cadence and async makes two small exchanges (the ranks' arrivals,
 then their timings), and every epoch ends with one (its metrics). Through the ``TCPStore``
 each is a ``set`` and a ``multi_get`` served by a thread of the launching process, which on a
-host whose cores the ranks keep busy must first be scheduled: measured between two ranks bound
-to the two cores of a 2-core VM, 0.50-0.66 ms (median) for an exchange both ranks reached
-together and 0.67 ms on top of the wait when one came 0.3 ms later. Through this mailbox:
-0.01-0.09 ms and 0.1 ms. On a logistic-regression epoch of ~30 ms with two rounds, that is
-~2 ms an epoch.
+host whose cores the ranks keep busy must first be scheduled: between two ranks bound to the
+two cores of a 2-core VM (``benchmarks/ddp_exchange.py``), 0.45-0.69 ms an exchange (median,
+beyond any wait for the other rank) against 0.02-0.10 ms through this mailbox. On a
+logistic-regression epoch of ~30 ms with two rounds, that was ~2 ms an epoch.
 
 Layout: one int64 per rank, the last exchange it arrived at; then two *parities* (exchange
 ``k`` uses ``k % 2``), each with one row per rank: an int64 length, then up to
