@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from flodl_ddp._gate import WindowGate, gate_keys
 
 
@@ -98,3 +100,29 @@ def test_only_the_rank_that_completed_ready_and_was_allowed_fills() -> None:
     assert run(early, most=4) == 4  # ready first: plain overshoot
     c2.counter("rdy7", 1)  # the other completes the set
     assert not early.keep_going(4)  # the early rank stops at once; the completer may fill
+
+
+@pytest.mark.parametrize("waits", [False, True])
+def test_an_epoch_nearly_done_is_run_in_this_window_not_one_of_its_own(waits: bool) -> None:
+    """At its count, a rank that finds few batches left (``finish()``) keeps going until its
+    data runs out: no store call, no "ready"; ``finish`` is asked once."""
+    c = Counters()
+    asked: list[int] = []
+
+    def finish() -> bool:
+        asked.append(1)
+        return True
+
+    g = gate(c, waits=waits, finish=finish)
+    assert run(g, most=9) == 9  # past its count of 3, until the caller's data ran out
+    assert len(asked) == 1
+    assert c.calls == []
+    g.stop()
+    # a waiting rank still says it is ready and has stopped, for the others
+    assert c.values == ({"rdy7": 1, "stp7": 1} if waits else {})
+
+
+def test_an_epoch_with_more_left_stops_at_the_count_as_before() -> None:
+    c = Counters()
+    g = gate(c, waits=False, finish=lambda: False)
+    assert run(g) == 3

@@ -106,9 +106,11 @@ def test_has_more_before_and_after_the_pool_drains() -> None:
     a, b = _ranks(work, 2, store, [])
     assert a.has_more() and b.has_more()
     assert not a.in_hand() and not a.drained()  # nothing claimed yet: more only in the pool
+    assert a.left() == b.left() == 4
     assert [a.next(), a.next(), a.next()] == [0, 1, 2]
     assert b.has_more()
     assert not a.in_hand()  # each block was one batch, and it ran
+    assert a.left() == 1
     assert b.next() == 3
     assert a.drained() and b.drained()  # every block claimed
     assert not a.has_more() or a.next() is None
@@ -148,3 +150,16 @@ def test_a_block_is_opened_once_and_closed_when_left() -> None:
     assert out == list(work.own[0]) + [i for blk in work.pool for i in blk]
     assert opened == [work.own[0], *work.pool]
     assert closed == opened  # each left block was closed, the last one at exhaustion
+
+
+def test_left_counts_the_batches_in_hand_and_the_unclaimed_pool() -> None:
+    work = EpochWork.plan(20, [1.0, 1.0], 2)  # own 0-7 and 8-14, pool 15-16, 17, 18, 19
+    store = _Store()
+    a, _ = _ranks(work, 2, store, [])
+    assert [len(b) for b in work.pool] == [2, 1, 1, 1]
+    assert a.left() == 8 + 5  # its own slice, all of the pool
+    for _ in range(8):
+        a.next()
+    assert a.left() == 5
+    a.next()  # claims the first block (two batches) and runs one of them
+    assert a.left() == 1 + 3

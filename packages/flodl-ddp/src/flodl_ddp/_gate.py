@@ -4,6 +4,11 @@
 - A rank that waits (async; cadence's probe windows) says "ready" through a store counter once
   it has run its count, then keeps training until every rank is ready, or it has run ``limit``
   extra batches, or it leads by ``max_batch_diff`` (*throttled*).
+- Either way, a rank at its count that finds the epoch nearly done (``finish()``: fewer batches
+  left than a quarter of a window, see :data:`TAIL_FRACTION`) runs them instead of stopping:
+  62 batches in windows of 20 + 10 left two, and a whole window and round for one batch each
+  (logistic regression and the MLP on MNIST, every epoch: ~1 ms of round plus a slow batch's
+  wait, in epochs of 30-80 ms). The pool's guided blocks share them out.
 - Async only: the others learn that every rank is ready when their batch in flight ends. The
   rank whose "ready" completed the set fills that wait with batches of its own, if it is faster
   than the slow cohort, until every other rank has stopped; they then wait for at most one of
@@ -16,6 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ._comm import Comm
+
+TAIL_FRACTION = 0.25
+"""An epoch's last batches are run in the window before when they are at most this share of a
+window's batches (the sum of the ranks' counts), instead of in a window of their own."""
 
 
 def gate_keys(window: int) -> tuple[str, str]:
@@ -38,6 +47,8 @@ class WindowGate:
             "ready" keeps training until the others have stopped.
         settle: pays the slowdown testing aid's debt; called before saying "ready", which is
             when the others see this rank's clock.
+        finish: whether the epoch's remaining batches are few enough to run in this window
+            (asked once the rank has run ``mine``); ``None``: never.
     """
 
     def __init__(
@@ -52,6 +63,7 @@ class WindowGate:
         max_batch_diff: int | None,
         fill_late: bool,
         settle: Callable[[], None],
+        finish: Callable[[], bool] | None = None,
     ) -> None:
         self._comm = comm
         self._world = world
@@ -62,6 +74,8 @@ class WindowGate:
         self._max_diff = max_batch_diff
         self._fill_late = fill_late
         self._settle = settle
+        self._finish = finish
+        self._finishing = False
         self._marked = False
         self._completed_ready = False
         self.throttled = False
@@ -69,7 +83,10 @@ class WindowGate:
 
     def keep_going(self, done: int) -> bool:
         """Whether a rank that has run ``done`` batches of this window runs another."""
-        if done < self._mine:
+        if done < self._mine or self._finishing:
+            return True
+        if self._finish is not None and self._finish():
+            self._finishing = True  # what is left only shrinks: no need to ask again
             return True
         if not self._waits:
             return False

@@ -28,7 +28,7 @@ from ._comm import Comm
 from ._config import TrainerConfig, check_slowdown
 from ._elche import ElChe
 from ._errors import DdpError
-from ._gate import WindowGate
+from ._gate import TAIL_FRACTION, WindowGate
 from ._handle import TrainedState, state_of
 from ._ledger import EpochLedger, now
 from ._metrics import EpochMetrics, ScalarSink, combine_ranks, run_eval
@@ -392,11 +392,12 @@ class RankEngine:
             self.window += 1
             mine = self.elche.counts[self.rank]
             waits, limit = self._waiting(async_, mine)
+            tail = int(sum(self.elche.counts) * TAIL_FRACTION)
             gate = WindowGate(
                 self.comm, self.world, self.window, mine, waits=waits, limit=limit,
                 max_batch_diff=self.cfg.max_batch_diff,
                 fill_late=async_ and self.elche.outpaces_slow_cohort(self.rank),
-                settle=self._settle_slowdown,
+                settle=self._settle_slowdown, finish=lambda tail=tail: work.left() <= tail,
             )  # fmt: skip
             w_start = now()
             self._compute_s = 0.0

@@ -161,6 +161,12 @@ class RankWork:
             return True
         return not self.done and not self.drained()
 
+    def left(self) -> int:
+        """Batches of the epoch not run yet that this rank may still get: those in hand and the
+        pool's unclaimed ones (one counter read)."""
+        at = self._peek()
+        return self._left + sum(len(b) for b in self.work.pool[at:])
+
     def in_hand(self) -> bool:
         """Whether this rank holds batches not yet run (its own slice, or a claimed block)."""
         return self._left > 0
