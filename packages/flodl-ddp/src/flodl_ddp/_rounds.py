@@ -4,14 +4,14 @@ Every rank calls :meth:`AveragingRound.close` at the end of its window with the 
 The round then, in the same order on every rank:
 
 1. exchanges arrivals (batches run, whether the rank has data left, whether it holds batches
-   of its own or of a claimed block) through the store — the wait here is *idle* time; with
-   same-host shared memory each rank first copies its replica into its slot (*sync* time), and
-   the exchange tells the others that it is there. A rank's "data left" can be stale: it saw
-   unclaimed pool blocks when it stopped, and a peer then claimed and ran them all. So when no
-   rank holds batches, the shared pool counter settles it, read after the arrivals: no rank
-   claims between the arrival exchange and the next one, so every rank reads the same value and
-   an epoch does not end with an empty window (a whole averaging round, ~1 ms a logistic-
-   regression epoch of ~30 ms, for nothing);
+   of its own or of a claimed block; through shared memory on one host, else the store) — the
+   wait here is *idle* time; with same-host shared memory each rank first copies its replica
+   into its slot (*sync* time), and the exchange tells the others that it is there. A rank's
+   "data left" can be stale: it saw unclaimed pool blocks when it stopped, and a peer then
+   claimed and ran them all. So when no rank holds batches, the shared pool counter settles
+   it, read after the arrivals: no rank claims between the arrival exchange and the next one,
+   so every rank reads the same value and an epoch does not end with an empty window (a whole
+   averaging round, ~1 ms a logistic-regression epoch of ~30 ms, for nothing);
 2. averages the replicas, weighted by batches (:class:`~flodl_ddp._average.Averager`) — *sync*
    time;
 3. exchanges the window's compute time, divergence, sync time and boundary time (idle plus

@@ -21,23 +21,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import mmap
-import os
-import time
 import weakref
-from collections.abc import Iterator
 
 import numpy as np
 
 from ._comm import Comm
 from ._errors import DdpError
-from ._shm import HEADER_BYTES, SharedFile, map_shared
+from ._shm import HEADER_BYTES, SharedFile, hold_lock, map_shared, release_mapping
 
 CAPACITY = 256
 """Live counters the table holds. The engine keeps about eight alive at a time (two
 windows' ready and stopped counts, two epochs' pool claims)."""
-
-_QUICK_RETRIES = 200
 
 
 def _hash(name: str) -> int:
@@ -75,44 +69,9 @@ class SharedCounters:
         shared = map_shared(comm, "ctr", cls.nbytes(), eligible=hasattr(fcntl, "flock"))
         return None if shared is None else cls(shared, timeout_s)
 
-    @contextlib.contextmanager
-    def _locked(self, name: str) -> Iterator[None]:
-        """Hold the table's lock. Uncontended it is one system call; contended, it is retried
-        with short sleeps (a peer holds it for microseconds) until ``timeout_s``."""
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._wait_for_lock(name)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def _wait_for_lock(self, name: str) -> None:
-        # A holder keeps the lock for microseconds: retry at once (yielding the core) a number
-        # of times before sleeping, since the shortest sleep lasts ~50 us on Linux.
-        for _ in range(_QUICK_RETRIES):
-            time.sleep(0)
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                pass
-        deadline = time.monotonic() + self.timeout_s
-        pause = 1e-4
-        while True:
-            time.sleep(pause)
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise DdpError(
-                        f"shared counters: waited {self.timeout_s:g} s for the lock (counter "
-                        f"{name!r}); another rank holds it and does not let go (stopped or "
-                        "hung?)"
-                    ) from None
-                pause = min(pause * 2, 1e-3)
+    def _locked(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the table's lock (:func:`flodl_ddp._shm.hold_lock`) until ``timeout_s``."""
+        return hold_lock(self._fd, self.timeout_s, "shared counters", f"counter {name!r}")
 
     def add(self, name: str, n: int) -> int:
         """Add ``n`` to counter ``name`` (created at 0) and return its new value."""
@@ -154,11 +113,3 @@ class SharedCounters:
         # numpy views borrow the mapping: drop them before closing it
         self._keys = self._values = np.empty(0, dtype=np.int64)
         self._release()
-
-
-def release_mapping(mm: mmap.mmap, fd: int) -> None:
-    """Unmap a shared file and close this rank's descriptor of it (either may be gone)."""
-    with contextlib.suppress(BufferError, ValueError):
-        mm.close()
-    with contextlib.suppress(OSError):
-        os.close(fd)

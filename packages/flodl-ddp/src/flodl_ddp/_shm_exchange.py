@@ -23,17 +23,14 @@ exchange ``k``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import time
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ._errors import DdpError
-from ._shm import HEADER_BYTES, SharedFile
-from ._shm_counters import release_mapping
+from ._shm import HEADER_BYTES, SharedFile, hold_lock, release_mapping
 
 ROW_BYTES = 4096
 """The longest message a row holds; longer ones go through the store."""
@@ -103,7 +100,7 @@ class SharedExchange:
             n = -1
         row[:_HEAD].view(np.int64)[0] = n
         deadline = time.monotonic() + self.timeout_s
-        with self._locked(name, deadline):
+        with self._locked(name):
             self._arrived[self._rank] = seq
         self._wait(seq, name, deadline)
         rows = self._rows[seq % 2]
@@ -121,34 +118,19 @@ class SharedExchange:
                 self._store.delete_key(self._in_store.pop(0)[1])
         return out
 
-    @contextlib.contextmanager
-    def _locked(self, name: str, deadline: float) -> Iterator[None]:
-        """Hold the file's lock (a peer holds it for microseconds: retried, yielding the core)."""
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise DdpError(
-                        f"exchange {name!r}: waited {self.timeout_s:g} s for the mailbox's lock; "
-                        "another rank holds it and does not let go (stopped or hung?)"
-                    ) from None
-                time.sleep(0)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+    def _locked(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the file's lock (:func:`flodl_ddp._shm.hold_lock`) until ``timeout_s``."""
+        return hold_lock(self._fd, self.timeout_s, "shared exchanges", f"exchange {name!r}")
 
-    def _all_arrived(self, seq: int, name: str, deadline: float) -> bool:
-        with self._locked(name, deadline):
+    def _all_arrived(self, seq: int, name: str) -> bool:
+        with self._locked(name):
             return int(self._arrived.min()) >= seq
 
     def _wait(self, seq: int, name: str, deadline: float) -> None:
         """Until every rank has arrived at ``seq``: polled back to back for :data:`SPIN_S`,
         then asleep between polls, longer ones once the wait is long."""
         start = time.monotonic()
-        while not self._all_arrived(seq, name, deadline):
+        while not self._all_arrived(seq, name):
             now = time.monotonic()
             if now >= deadline:
                 arrived = int(np.count_nonzero(self._arrived >= seq))
