@@ -67,3 +67,40 @@ def test_refusals(tmp_path: Path) -> None:
         read_weights(tmp_path / "list.bin")
     with pytest.raises(CheckpointError, match="does not exist"):
         read_weights(tmp_path / "missing.safetensors")
+
+
+@pytest.mark.parametrize(
+    "shard",
+    [
+        "../outside.safetensors",
+        "/abs/outside.safetensors",
+        "sub/../../outside.safetensors",
+        "..\\outside.safetensors",
+        "C:outside.safetensors",
+        "",
+    ],
+)
+def test_shards_outside_the_folder_are_refused(tmp_path: Path, shard: str) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    save_file({"a": torch.ones(2)}, str(folder / "model-1.safetensors"))
+    save_file({"b": torch.zeros(3)}, str(tmp_path / "outside.safetensors"))  # a readable file
+    index = {"weight_map": {"a": "model-1.safetensors", "b": shard}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="shard files outside its model folder") as e:
+        read_weights(folder)
+    assert repr(shard) in str(e.value) and "nothing was loaded" in str(e.value)
+
+
+def test_shards_in_a_subfolder_and_bad_maps(tmp_path: Path) -> None:
+    (tmp_path / "parts").mkdir()
+    save_file({"a": torch.ones(2)}, str(tmp_path / "parts" / "model-1.safetensors"))
+    index = {"weight_map": {"a": "parts/model-1.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert set(read_weights(tmp_path)) == {"a"}  # inside the folder: allowed
+    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": {"a": 3}}')
+    with pytest.raises(CheckpointError, match="weight_map must map each tensor name"):
+        read_weights(tmp_path)
+    (tmp_path / "model.safetensors.index.json").write_text('{"metadata": {}}')
+    with pytest.raises(CheckpointError, match="is not a safetensors shard index"):
+        read_weights(tmp_path)

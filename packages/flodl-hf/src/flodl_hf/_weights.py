@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -70,15 +70,48 @@ def _read_safetensors(path: Path) -> dict[str, Tensor]:
         raise CheckpointError(f"{path} is not a readable safetensors file: {e}") from None
 
 
-def _read_sharded(index: Path) -> dict[str, Tensor]:
+def read_index(index: Path) -> dict[str, str]:
+    """The ``weight_map`` (tensor name -> shard file) of a ``model.safetensors.index.json``.
+
+    Each shard must be a relative name inside the index's folder (``model-00001-of-00002
+    .safetensors``): an absolute path, a drive or a ``..`` part would read (or, from the Hub,
+    fetch) a file outside the model, so such an index is refused before any shard is opened.
+    """
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{index} is not a safetensors shard index: {e}") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{index}: weight_map must map each tensor name to a shard file name")
+    outside = sorted({s for s in weight_map.values() if not _inside_folder(s)})
+    if outside:
+        raise CheckpointError(
+            f"{index} names shard files outside its model folder: "
+            f"{', '.join(repr(s) for s in outside[:5])}; nothing was loaded. A shard must be a "
+            "file in the index's folder, named without '..', a drive or a leading '/' "
+            "(e.g. 'model-00001-of-00002.safetensors')"
+        )
+    return weight_map
+
+
+def _inside_folder(name: str) -> bool:
+    """Whether ``name`` stays inside the folder it is joined to, on any OS. Checked on the name,
+    not the resolved path: the HF cache's shards are symlinks into its blob store."""
+    win = PureWindowsPath(name)
+    return (
+        bool(name)
+        and "\\" not in name
+        and not PurePosixPath(name).is_absolute()
+        and not (win.drive or win.root)
+        and ".." not in PurePosixPath(name).parts
+    )
+
+
+def _read_sharded(index: Path) -> dict[str, Tensor]:
+    weight_map = read_index(index)
     out: dict[str, Tensor] = {}
     for shard in sorted(set(weight_map.values())):
-        part = _read_safetensors(index.parent / shard)
-        out.update(part)
+        out.update(_read_safetensors(index.parent / shard))
     missing = sorted(set(weight_map) - set(out))
     if missing:
         raise CheckpointError(
