@@ -32,6 +32,7 @@ from ._model import EncoderOutput as EncoderOutput
 from ._model import HfModel as HfModel
 from ._model import SpanLogits as SpanLogits
 from ._sentence import Pooling as Pooling
+from ._sentence import PoolingRequiredError as PoolingRequiredError
 from ._sentence import SentenceEncoder as SentenceEncoder
 from ._tasks import Answer as Answer
 from ._tasks import MaskedLM as MaskedLM
@@ -64,6 +65,7 @@ __all__ = [
     "KeyPolicy",
     "MaskedLM",
     "Pooling",
+    "PoolingRequiredError",
     "QuestionAnswering",
     "SentenceEncoder",
     "SequenceClassifier",

@@ -37,6 +37,23 @@ _POOLING = "sentence_transformers.models.Pooling"
 _NORMALIZE = "sentence_transformers.models.Normalize"
 
 
+class PoolingRequiredError(ConfigError):
+    """No pooling was given and the folder names none (no ``modules.json``, or one without a
+    ``Pooling`` module).
+
+    ``source`` names the folder or repo, ``reason`` says what it lacks and ``choices`` lists the
+    pooling modes, so that each front end (this API's ``pooling=``, ``fdl hf embed --pooling``)
+    can state the fix in its own terms.
+    """
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source, self.reason, self.choices = source, reason, POOLING_MODES
+        super().__init__(
+            f"{source} {reason}: pass pooling='mean' (or 'cls', 'max', 'mean_sqrt_len') to "
+            "choose one"
+        )
+
+
 @dataclass(frozen=True)
 class Pooling:
     """Which poolings to apply (concatenated in :data:`POOLING_MODES` order)."""
@@ -139,10 +156,12 @@ class SentenceEncoder:
         if pooling is not None:
             pool = Pooling((pooling,) if isinstance(pooling, str) else tuple(pooling))
         if pool is None:
-            raise ConfigError(
-                f"{os.fspath(repo_or_dir)} has no modules.json (not a sentence-transformers "
-                "folder): pass pooling='mean' (or 'cls', 'max', 'mean_sqrt_len') to choose one"
+            reason = (
+                "has no modules.json (not a sentence-transformers folder)"
+                if modules_file is None
+                else f"has a modules.json without a {_POOLING} module"
             )
+            raise PoolingRequiredError(os.fspath(repo_or_dir), reason)
         if normalize is not None:
             norm = normalize
         source: PathLike = repo_or_dir
