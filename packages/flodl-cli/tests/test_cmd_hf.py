@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("flodl_hf", reason="fdl hf needs flodl-hf")
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import flodl_hf as fh
 from flodl_cli import _cmd_hf
@@ -75,9 +75,47 @@ def test_classify_prints_labels(tmp_path: Path, capsys: Any) -> None:
     assert len(lines) == 2 and lines[0].startswith("the film was great\t")
     assert {w for w in lines[1].split() if w in ("neg", "pos")} == {"neg", "pos"}
     assert _run("classify", str(folder), "a cat", "--json", "--top-k", "1") == 0
-    row = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    row = json.loads(out)
     assert row["text"] == "a cat" and len(row["labels"]) == 1
     assert row["labels"][0][0] in ("neg", "pos")
+    assert err == ""  # a trained head: no warning
+
+
+@pytest.mark.parametrize(
+    ("subcommand", "text", "missing"),
+    [
+        ("classify", "the film was great", "bert.pooler, classifier"),
+        ("fill-mask", "the cat [MASK] on the mat", "cls"),
+    ],
+)
+def test_a_fresh_head_is_said_to_be_untrained(
+    subcommand: str, text: str, missing: str, tmp_path: Path, capsys: Any
+) -> None:
+    folder = _saved(tmp_path, fh.AutoModel, "base")  # an encoder checkpoint: no task head
+    state = load_file(str(folder / "model.safetensors"))
+    save_file(
+        {k: v for k, v in state.items() if not k.startswith("pooler.")},
+        str(folder / "model.safetensors"),
+    )
+    assert _run(subcommand, str(folder), text) == 0
+    out, err = capsys.readouterr()
+    assert out  # the predictions still come out
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fdl hf: warning: the task head of ")
+    assert "freshly initialised" in lines[0] and "meaningless until" in lines[0]
+    assert f"has no {missing}:" in lines[0]
+
+
+def test_options_and_texts_mix_in_any_order(tmp_path: Path, capsys: Any) -> None:
+    folder = _saved(tmp_path, fh.AutoModelForSequenceClassification, "cls")
+    assert _run("classify", str(folder), "--top-k", "1", "a cat", "--json", "the film") == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["text"] for r in rows] == ["a cat", "the film"]
+    assert all(len(r["labels"]) == 1 for r in rows)
+    mlm = _saved(tmp_path, fh.AutoModelForMaskedLM, "mlm")
+    assert _run("fill-mask", "--top-k", "2", str(mlm), "the [MASK] sat") == 0
+    assert capsys.readouterr().out.startswith("mask 0: ")
 
 
 def test_texts_from_a_file(tmp_path: Path, capsys: Any) -> None:
@@ -99,7 +137,11 @@ def test_fill_mask(tmp_path: Path, capsys: Any) -> None:
 def test_embed_json_lines_and_safetensors(tmp_path: Path, capsys: Any) -> None:
     folder = _saved(tmp_path, fh.AutoModel, "base")
     assert _run("embed", str(folder), "the cat") == 1  # a plain model folder: no pooling
-    assert "pass pooling='mean'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no modules.json" in err and "pass --pooling mean (or cls, max, mean_sqrt_len)" in err
+    assert "pooling=" not in err  # the shell's form of the fix, not the Python API's
+    assert _run("embed", str(folder), "--pooling", "max", "--batch-size", "2", "a", "b") == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2  # options before the texts
     (folder / "modules.json").write_text(
         json.dumps(
             [
@@ -162,7 +204,9 @@ def test_expected_errors_are_one_line(argv: list[str], needle: str, capsys: Any)
 
 def test_through_the_fdl_script(tmp_path: Path, fdl: Any) -> None:
     folder = _saved(tmp_path, fh.AutoModelForSequenceClassification, "cls")
-    res = fdl("hf", "classify", str(folder), "the film", cwd=tmp_path, HF_HUB_OFFLINE="1")
+    res = fdl(
+        "hf", "classify", str(folder), "--top-k", "1", "the film", cwd=tmp_path, HF_HUB_OFFLINE="1"
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("the film\t")
     res = fdl("hf", "classify", str(tmp_path / "missing"), "x", cwd=tmp_path)

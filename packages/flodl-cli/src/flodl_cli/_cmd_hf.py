@@ -3,6 +3,7 @@
 ``MODEL`` is a local folder or an ``owner/name`` Hub repo. flodl-hf (and torch) are imported
 only when a subcommand runs; ``verify-export`` also needs ``transformers``, the reference it
 checks an export against. Expected failures print one ``fdl hf: error: ...`` line and exit 1.
+Options and positional words mix in any order (``embed MODEL --batch-size 2 "a" "b"``).
 """
 
 from __future__ import annotations
@@ -34,13 +35,43 @@ class _Failure(Exception):
     """An expected failure of a subcommand: one line, exit code 1."""
 
 
+class _Intermixed(argparse.ArgumentParser):
+    """Parses options and positionals in any order: plain argparse gives ``MODEL TEXT...`` to
+    the positionals at the first run of words, so ``MODEL --top-k 2 TEXT`` would leave ``TEXT``
+    unrecognized. ``parse_known_intermixed_args`` calls ``parse_known_args`` itself (twice),
+    hence the flag."""
+
+    _mixing = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if self._mixing:
+            return super().parse_known_args(args, namespace)
+        self._mixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._mixing = False
+
+
+def _intermixed(base: type[argparse.ArgumentParser]) -> type[argparse.ArgumentParser]:
+    """``base`` (fdl's parser, with its error style) that also mixes options and words."""
+    if issubclass(base, _Intermixed):
+        return base
+    return type(f"Intermixed{base.__name__}", (_Intermixed, base), {})
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("hf", help="flodl-hf tasks: embed, classify, fill-mask, export")
     p.description = (
         "Run flodl-hf models from the shell. MODEL is a local folder or an 'owner/name' Hub "
         "repo (HF_HUB_OFFLINE=1 reads only the local cache)."
     )
-    hs = p.add_subparsers(dest="hf_command", metavar="SUBCOMMAND", required=True)
+    hs = p.add_subparsers(
+        dest="hf_command",
+        metavar="SUBCOMMAND",
+        required=True,
+        parser_class=_intermixed(type(p)),
+    )
 
     e = hs.add_parser("embed", help="sentence embeddings (a sentence-transformers folder)")
     e.add_argument("model", metavar="MODEL")
@@ -128,11 +159,17 @@ def _positive(name: str, value: int) -> None:
 
 
 def _embed(args: argparse.Namespace) -> int:
-    from flodl_hf import SentenceEncoder
+    from flodl_hf import PoolingRequiredError, SentenceEncoder
 
     _positive("--batch-size", args.batch_size)
     texts = _texts(args)
-    enc = SentenceEncoder.from_pretrained(args.model, pooling=args.pooling)
+    try:
+        enc = SentenceEncoder.from_pretrained(args.model, pooling=args.pooling)
+    except PoolingRequiredError as e:
+        others = ", ".join(m for m in e.choices if m != "mean")
+        raise _Failure(
+            f"{e.source} {e.reason}: pass --pooling mean (or {others}) to choose one"
+        ) from None
     out = enc.encode(texts, batch_size=args.batch_size).float().cpu()
     if args.out:
         _save_embeddings(out, args.out)
@@ -164,6 +201,7 @@ def _classify(args: argparse.Namespace) -> int:
     _positive("--top-k", args.top_k)
     texts = _texts(args)
     model = AutoModelForSequenceClassification.from_pretrained(args.model)
+    _warn_fresh_head(args.model, model)
     for text, ranked in zip(texts, model.predict(texts), strict=True):
         top = ranked[: args.top_k]
         if args.json:
@@ -178,6 +216,7 @@ def _fill_mask(args: argparse.Namespace) -> int:
 
     _positive("--top-k", args.top_k)
     model = AutoModelForMaskedLM.from_pretrained(args.model)
+    _warn_fresh_head(args.model, model)
     slots = model.fill_mask(args.text, top_k=args.top_k)
     if args.json:
         print(json.dumps([[[t, round(p, 6)] for t, p in slot] for slot in slots]))
@@ -185,6 +224,22 @@ def _fill_mask(args: argparse.Namespace) -> int:
     for i, slot in enumerate(slots):
         print(f"mask {i}: " + ", ".join(f"{t} {p:.4f}" for t, p in slot))
     return 0
+
+
+def _warn_fresh_head(source: str, model: Any) -> None:
+    """One stderr line when part of ``model`` was initialised at random because its checkpoint
+    lacks it (an encoder checkpoint loaded for a task): its predictions are noise, not answers."""
+    fresh = model.load_report.initialized
+    if not fresh:
+        return
+    prefix = model.prefix + "."
+    parts = sorted({".".join(k.split(".")[: 2 if k.startswith(prefix) else 1]) for k in fresh})
+    print(
+        f"fdl hf: warning: the task head of {source} is freshly initialised (its checkpoint "
+        f"has no {', '.join(parts)}: {len(fresh)} tensors drawn at random); these predictions "
+        "are meaningless until the model is fine-tuned",
+        file=sys.stderr,
+    )
 
 
 def _task_of(folder: Any, task: str | None) -> str:
