@@ -113,7 +113,8 @@ def mismatched_model() -> nn.Module:
 
 def regression_builder(x: torch.Tensor, y: torch.Tensor, epochs: int) -> Any:
     """The regression task's trainer builder: Adam, batches of 16, anchor 4 (the caller adds the
-    mode and the devices)."""
+    mode and the devices). Every mode takes the linear scaling rule (lr x world): this small
+    task's tolerances against the solo run were set for it, whatever the policy's default."""
     from flodl_ddp import Trainer
 
     return (
@@ -122,6 +123,7 @@ def regression_builder(x: torch.Tensor, y: torch.Tensor, epochs: int) -> Any:
         .batch_size(16)
         .num_epochs(epochs)
         .anchor(4)
+        .lr_scale_ratio(1.0)
     )
 
 
@@ -164,7 +166,9 @@ def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
     from flodl_ddp import DiLoCo
     from flodl_ddp._average import Averager
     from flodl_ddp._modes import Backend
-    from flodl_ddp._policy import wrap_sync
+    from flodl_ddp._reduce import GroupReducer, SharedReducer
+    from flodl_ddp._shm import SharedSlots
+    from flodl_ddp._sync_hook import wrap_sync
 
     results: dict = {}
     try:
@@ -183,7 +187,7 @@ def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
 
         from torch.distributed.distributed_c10d import _get_default_store
 
-        from flodl_ddp._comm import Comm
+        from flodl_ddp._comm import StoreComm as Comm
 
         comm = Comm(dist.PrefixStore("avg", _get_default_store()), rank, world)
         weights = [c / sum(counts) for c in counts]
@@ -198,14 +202,21 @@ def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
             ("shm_bf16", Backend.CPU, {"bf16_wire": True}),
         ]:
             m = model_with(rank + 1.0)
-            averager = Averager(m, backend, world, **kw)
-            shared = averager.share_memory(comm) if name.startswith("shm") else False
+            wire = torch.bfloat16 if kw.get("bf16_wire") else None
+            averager = Averager(
+                m, on_host=backend is Backend.CPU, easgd_alpha=kw.get("easgd_alpha")
+            )
+            slots = None
+            if name.startswith("shm"):  # the rule of a run: host buffers, no bf16 wire
+                slots = SharedSlots.open(comm, averager.specs(), eligible=wire is None)
+            averager.reducer = SharedReducer(slots, rank) if slots else GroupReducer(wire)
+            shared = slots is not None
             for _ in range(2):  # the second round reuses the first one's slots
                 with torch.no_grad():
                     m.load_state_dict(model_with(rank + 1.0).state_dict())
                 averager.stage()
                 comm.barrier()  # stands in for the round's arrival exchange
-                div = averager.average(weight, weights)
+                div = averager.average(weights, range(world), rank)
                 comm.barrier()  # and for its closing one
             results[name] = {
                 "weight": m[0].weight.flatten().tolist(),
@@ -214,16 +225,17 @@ def averaging_worker(rank: int, port: int, world: int, out_dir: str) -> None:
                 "divergence": div,
                 "shared": shared,
             }
-            if shared:
-                shm_paths.append(averager._slots.path)
+            if slots is not None:
+                shm_paths.append(slots.path)
         results["shm_files"] = [p for p in shm_paths if os.path.exists(p)]
         # DiLoCo: every rank starts the window from 0 (the global weights), then drifts to r + 1.
         m = model_with(0.0)
-        avg = Averager(m, Backend.CPU, world, outer=DiLoCo(lr=0.7, momentum=0.9))
+        avg = Averager(m, on_host=True, outer=DiLoCo(lr=0.7, momentum=0.9))
+        avg.reducer = GroupReducer()
         with torch.no_grad():
             for p in m.parameters():
                 p.fill_(rank + 1.0)
-        avg.average(weight)
+        avg.average(weights, range(world), rank)
         results["diloco"] = {"weight": m[0].weight.flatten().tolist()}
         # The sync hook: d loss / d w = r + 1 on every element, weighted by counts.
         # Equal weights take DDP's own mean (no hook); the cpu backend's bf16 wire, the hook.
@@ -348,7 +360,7 @@ def exchange_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> N
     import random
     from datetime import timedelta
 
-    from flodl_ddp._comm import Comm
+    from flodl_ddp._comm import StoreComm as Comm
 
     try:
         torch.set_num_threads(1)
@@ -384,7 +396,7 @@ def counters_worker(rank: int, port: int, world: int, out_dir: str, n: int) -> N
     """``n`` shared-counter adds racing the other ranks' (no process group: the store alone)."""
     from datetime import timedelta
 
-    from flodl_ddp._comm import Comm
+    from flodl_ddp._comm import StoreComm as Comm
 
     try:
         store = dist.TCPStore("127.0.0.1", port, None, False, timeout=timedelta(seconds=60))

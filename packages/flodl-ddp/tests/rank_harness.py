@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from flodl_core import atomic_write
-from flodl_ddp._comm import Comm
+from flodl_ddp._comm import StoreComm as Comm
 
 
 def thread_ranks(world: int, body: Callable[[Comm], Any]) -> list[Any]:

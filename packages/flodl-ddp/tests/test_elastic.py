@@ -4,12 +4,15 @@ the watchdog and the no-pickle heal transport."""
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import socket
 import sys
+import time
 import types
 import urllib.error
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,7 +28,6 @@ from flodl_ddp._elastic import (
     require_torchft,
     resolve_exposure,
 )
-from flodl_ddp._elastic_rank import split_batches
 from flodl_ddp._elastic_transport import StateTransport, decode_state, encode_state
 from flodl_ddp._watchdog import Watchdog
 
@@ -61,18 +63,6 @@ def _builder() -> object:
         .devices(["cpu", "cpu"])
         .mode("cpu-cadence")
     )
-
-
-# ---- the plan of a window ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("total", "n", "want"),
-    [(12, 3, [4, 4, 4]), (10, 3, [4, 3, 3]), (2, 3, [1, 1, 0]), (7, 1, [7])],
-)
-def test_split_batches_is_equal_with_the_remainder_first(total, n, want) -> None:
-    assert split_batches(total, n) == want
-    assert sum(split_batches(total, n)) == total
 
 
 # ---- the optional dependency ---------------------------------------------------------------------
@@ -125,7 +115,7 @@ def test_elastic_needs_cpu_cadence() -> None:
         (lambda b: b.timeline(True), "timeline"),
         (lambda b: b.easgd_alpha(0.5), "easgd_alpha"),
         (lambda b: b.checkpoint_every(1, "ck"), "checkpoint_every"),
-        (lambda b: b.meta_controller(True), "meta_controller"),
+        (lambda b: b.bf16_wire(True), "bf16_wire"),
     ],
 )
 def test_elastic_refuses_options_it_does_not_implement(setter, name: str) -> None:
@@ -227,19 +217,21 @@ def test_watchdog_kills_a_rank_stalled_while_computing_only() -> None:
     clock = _Clock()
     progress, phase = [0, 0, 0], [1, 2, 1]  # ranks 0 and 2 computing, rank 1 waiting
     killed: list[tuple[int, float]] = []
-    dog = Watchdog(progress, phase, 2.0, lambda r, s: killed.append((r, s)), clock=clock)
+    dog = Watchdog(progress, phase, 2.0, 2.0, 60.0, lambda r, w, s: killed.append((r, s)),
+                   clock=clock)  # fmt: skip
     alive = {0, 1, 2}
-    dog.check(lambda r: r in alive)
+    running = lambda r: False  # noqa: E731 - nobody is stopped
+    dog.check(lambda r: r in alive, running)
     for _ in range(5):  # rank 0 keeps finishing batches; ranks 1 and 2 do not
         clock.t += 0.5
         progress[0] += 1
-        dog.check(lambda r: r in alive)
+        dog.check(lambda r: r in alive, running)
     assert killed == [(2, 2.5)] or killed == [(2, 2.0)]
-    assert [r for r, _ in dog.kills] == [2]
-    clock.t += 10.0  # rank 1 waits for its peers for a long time: not a hang
+    assert [v[0] for v in dog.verdicts] == [2]
+    clock.t += 10.0  # rank 1 waits for its peers for a while: not a hang
     progress[0] += 1
     alive.discard(2)
-    assert dog.check(lambda r: r in alive) == []
+    assert dog.check(lambda r: r in alive, running) == []
     assert [r for r, _ in killed] == [2]
 
 
@@ -247,20 +239,64 @@ def test_watchdog_judges_each_stall_once_and_forgets_restarted_ranks() -> None:
     clock = _Clock()
     progress, phase = [0], [1]
     killed: list[int] = []
-    dog = Watchdog(progress, phase, 1.0, lambda r, s: killed.append(r), clock=clock)
-    dog.check(lambda r: True)
+    dog = Watchdog(progress, phase, 1.0, 1.0, 60.0, lambda r, w, s: killed.append(r), clock=clock)
+    running = lambda r: False  # noqa: E731
+    dog.check(lambda r: True, running)
     clock.t = 1.0
-    assert dog.check(lambda r: True) == [0]
+    assert dog.check(lambda r: True, running) == [0]
     clock.t = 1.5
-    assert dog.check(lambda r: True) == []  # the kill is under way
+    assert dog.check(lambda r: True, running) == []  # the kill is under way
     dog.reset(0)
     clock.t = 2.0
     progress[0] = 0
     phase[0] = 0  # a restarted rank starting up
-    assert dog.check(lambda r: True) == []
+    assert dog.check(lambda r: True, running) == []
     clock.t = 30.0
-    assert dog.check(lambda r: True) == []  # starting is not computing
+    assert dog.check(lambda r: True, running) == []  # starting, within wait_s
     assert killed == [0]
+
+
+def test_watchdog_finds_a_stopped_rank_in_any_phase_and_a_wait_that_never_ends() -> None:
+    """A rank stopped while it waits for its peers (not computing) is dead after stop_s; a
+    rank whose phase and progress stay unchanged past wait_s in any phase is dead too."""
+    clock = _Clock()
+    progress, phase = [5, 5], [2, 2]  # both waiting for their peers
+    verdicts: list[tuple[int, str]] = []
+    dog = Watchdog(progress, phase, 3.0, 3.0, 20.0, lambda r, w, s: verdicts.append((r, w)),
+                   clock=clock)  # fmt: skip
+    stopped = {1}
+    dog.check(lambda r: True, lambda r: r in stopped)
+    clock.t = 2.9
+    assert dog.check(lambda r: True, lambda r: r in stopped) == []
+    clock.t = 3.0
+    assert dog.check(lambda r: True, lambda r: r in stopped) == [1]
+    assert "stopped (SIGSTOP)" in verdicts[0][1]
+    stopped.clear()
+    clock.t = 19.9
+    assert dog.check(lambda r: r == 0, lambda r: False) == []
+    clock.t = 20.0  # rank 0 has waited, unchanged, for wait_s
+    assert dog.check(lambda r: r == 0, lambda r: False) == [0]
+    assert "no progress for 20.0 s" in verdicts[1][1]
+
+
+def test_process_stopped_reads_the_kernel(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+
+    from flodl_ddp._watchdog import process_stopped
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not process_stopped(proc.pid)
+        os.kill(proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while not process_stopped(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process_stopped(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert not process_stopped(None)
 
 
 # ---- the heal transport --------------------------------------------------------------------------

@@ -9,33 +9,33 @@ from typing import Any
 import pytest
 
 from flodl_ddp import ConvergenceAction, NoGuard, Trainer
-from flodl_ddp._ledger import EpochLedger
-from flodl_ddp._policy import Overshoot
-from flodl_ddp._rounds import AveragingRound
-from flodl_ddp._verdicts import GuardRunner
+from flodl_ddp._comm import SoloComm
+from flodl_ddp._gate import Overshoot
+from flodl_ddp._ledger import EpochTally, RankLedger
+from flodl_ddp._rounds import AveragingRound, WindowReport
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
 from rank_harness import thread_ranks
 
 
-def _round(relax_up: bool, guard: object) -> AveragingRound:
+def _round(relax_up: bool, guard: object, comm: Any = None, averager: Any = None) -> AveragingRound:
+    import torch
+
     from flodl_ddp import ElChe
 
     elche = ElChe(2, 10, relax_up=relax_up, max_anchor=12)
+    tally = EpochTally(2, ["h", "h"], ["cpu", "cpu"])
     return AveragingRound(
-        0, 2, None, None, None, elche, GuardRunner(guard), None, Overshoot(None, 100)
-    )  # type: ignore[arg-type]
+        comm or SoloComm(), torch.device("cpu"), averager, elche, guard, None,
+        Overshoot(None, 100), tally, RankLedger(0, None, 0.0),
+    )  # type: ignore[arg-type]  # fmt: skip
 
 
 def _feed(r: AveragingRound, boundary_ms: float = 1.5, cut: bool = False) -> None:
     # window compute ms, divergence, sync ms, boundary ms per rank: rank 1 twice as slow a batch
-    stats = [[100.0, 0.001, 1.0, boundary_ms], [100.0, 0.001, 1.0, boundary_ms]]
-    r._feed([20, 10], stats, False, cut, 0.1, _ledger())
-
-
-def _ledger() -> EpochLedger:
-    return EpochLedger(0, None, 0.0)
+    got = [{"ms": 100.0, "div": 0.001, "sync_ms": 1.0, "boundary_ms": boundary_ms}] * 2
+    r.feed([20, 10], got, (0, 1), False, cut, 0.1)
 
 
 def test_relax_up_grows_the_anchor_after_each_stable_round() -> None:
@@ -94,7 +94,7 @@ class _NoAverage:
     def stage(self) -> None:
         pass
 
-    def average(self, mine: float, weights: list[float]) -> float:
+    def average(self, weights: list[float], members: Any, rank: int) -> float:
         return 0.0
 
 
@@ -121,19 +121,15 @@ def test_a_stale_data_left_does_not_cost_an_empty_window(
         import torch
 
         reads: list[int] = []
-        r = AveragingRound(
-            comm.rank, 2, comm, torch.device("cpu"), _NoAverage(), ElChe(2, 10),
-            GuardRunner(NoGuard()), None, Overshoot(None, 100),
-        )  # type: ignore[arg-type]  # fmt: skip
+        r = _round(False, NoGuard(), comm, _NoAverage())
 
         def pool_drained() -> bool:
             reads.append(1)
             return drained
 
-        res = r.close(
-            1, 5, more[comm.rank], 0.01, False, 0.1, _ledger(), 0.0,
-            in_hand=in_hand[comm.rank], drained=pool_drained,
-        )  # fmt: skip
+        report = WindowReport(1, 5, more[comm.rank], in_hand[comm.rank], 0.01, 0.0,
+                              drained=pool_drained)  # fmt: skip
+        res = r.average(report, (0, 1))
         return [res.finished, res.actual, bool(reads)]
 
     for res in thread_ranks(2, body):

@@ -16,7 +16,7 @@ from torch import nn
 import flodl_ddp._shm as shm
 from flodl_ddp._average import Averager
 from flodl_ddp._comm import Comm
-from flodl_ddp._modes import Backend
+from flodl_ddp._reduce import SharedReducer
 from flodl_ddp._shm import SharedSlots, _attach, _create
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -90,7 +90,7 @@ def test_the_host_label_is_the_cluster_host_when_there_is_one(
 
 
 def test_a_different_file_under_the_same_name_is_refused(tmp_path: Any) -> None:
-    mm, fd, offer = _create(128)
+    mm, offer = _create(128)
     path = json.loads(offer)["path"]
     try:
         assert _attach(path, 128, bytes(16)) is None  # another nonce: not rank 0's file
@@ -98,15 +98,45 @@ def test_a_different_file_under_the_same_name_is_refused(tmp_path: Any) -> None:
         assert _attach(str(tmp_path / "absent"), 128, mm[:16]) is None  # another host
         same = _attach(path, 128, mm[:16])
         assert same is not None
-        same_mm, same_fd = same
-        same_mm[20:24] = b"abcd"
+        same[20:24] = b"abcd"
         assert mm[20:24] == b"abcd"  # one memory, two mappings
-        same_mm.close()
-        os.close(same_fd)
+        same.close()
     finally:
         mm.close()
-        os.close(fd)
         os.unlink(path)
+
+
+def test_only_this_runs_own_files_are_attached(tmp_path: Any) -> None:
+    """A rank maps nothing but a regular ``flodl-ddp-*.shm`` file of the shared-memory folder,
+    owned by this user and writable by nobody else: not a planted link, not another folder's
+    file, not a world-writable one (whatever its header says)."""
+    mm, offer = _create(128)
+    path = json.loads(offer)["path"]
+    nonce = mm[:16]
+    folder = os.path.dirname(path)
+    link = os.path.join(folder, f"flodl-ddp-link-{os.getpid()}.shm")
+    elsewhere = tmp_path / "flodl-ddp-copy.shm"
+    try:
+        os.symlink(path, link)
+        assert _attach(link, 128, nonce) is None  # a link, even to the right file
+        elsewhere.write_bytes(bytes(mm[:128]))
+        assert _attach(str(elsewhere), 128, nonce) is None  # not the shared-memory folder
+        os.chmod(path, 0o666)
+        assert _attach(path, 128, nonce) is None  # others may write it
+        os.chmod(path, 0o600)
+        assert _attach(path, 128, nonce) is not None
+        real_uid = os.getuid()
+        shm_uid = shm.os.getuid
+        try:
+            shm.os.getuid = lambda: real_uid + 1  # type: ignore[assignment]
+            assert _attach(path, 128, nonce) is None  # another user's file
+        finally:
+            shm.os.getuid = shm_uid  # type: ignore[assignment]
+    finally:
+        mm.close()
+        os.unlink(path)
+        if os.path.lexists(link):
+            os.unlink(link)
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -124,11 +154,14 @@ def test_averager_sums_the_slots_like_a_hand_computation(world: int) -> None:
                 p.fill_(comm.rank + 1.0)
             m[1].running_var.fill_(float(comm.rank))
             m[1].num_batches_tracked.fill_(4 * comm.rank + 1)
-        avg = Averager(m, Backend.NCCL, world)
-        assert avg.share_memory(comm) and avg.shared
+        avg = Averager(m, on_host=True)
+        slots = SharedSlots.open(comm, avg.specs(), eligible=True)
+        assert slots is not None
+        avg.reducer = SharedReducer(slots, comm.rank)
+        assert avg.shared
         avg.stage()
         barrier.wait()
-        div = avg.average(weights[comm.rank], weights)
+        div = avg.average(weights, range(world), comm.rank)
         barrier.wait()
         return {
             "w": m[0].weight.flatten().tolist(),
@@ -149,19 +182,6 @@ def test_averager_sums_the_slots_like_a_hand_computation(world: int) -> None:
         assert res["div"] == pytest.approx(abs(r + 1 - expect) / expect, rel=1e-5)
         assert res["bytes"] == (10 + 4) * 4 + 1 * 8  # params + float buffers, one int buffer
     assert got[0]["w"] == got[-1]["w"]  # bit-identical on every rank
-
-
-def test_averager_without_every_weight_is_refused() -> None:
-    def body(comm: Comm) -> str:
-        avg = Averager(nn.Linear(2, 1), Backend.CPU, 2)
-        avg.share_memory(comm)
-        avg.stage()
-        comm.barrier()
-        with pytest.raises(ValueError, match="every rank's weight"):
-            avg.average(0.5)
-        return "ok"
-
-    assert thread_ranks(2, body) == ["ok", "ok"]
 
 
 def test_a_full_shm_folder_keeps_gloo_and_leaves_no_file(

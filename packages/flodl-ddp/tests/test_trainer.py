@@ -26,8 +26,8 @@ from flodl_ddp import (
     TrainerConfig,
     record_scalar,
 )
-from flodl_ddp._config import check_config
-from flodl_ddp._policy import Overshoot, auto_overshoot
+from flodl_ddp._gate import Overshoot, auto_overshoot, waiting
+from flodl_ddp._options import check_config
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
@@ -253,9 +253,11 @@ def test_resume_continues_exactly(tmp_path: Path, mode: str) -> None:
 
 
 def test_resume_errors_are_clear(tmp_path: Path) -> None:
-    h = _builder().resume(str(tmp_path)).run()
-    with pytest.raises(DdpError, match=r"holds no latest\.json"):
-        h.join(timeout=60)
+    # refused before any rank starts: no handle, no process
+    with pytest.raises(CheckpointError, match=r"holds no latest\.json"):
+        _builder().resume(str(tmp_path)).run()
+    with pytest.raises(CheckpointError, match="does not exist"):
+        _builder().resume(str(tmp_path / "missing")).run()
     _builder(epochs=1).checkpoint_every(1, str(tmp_path)).run().join(timeout=60)
     h = _builder().devices(["cpu", "cpu"]).resume(str(tmp_path))
     assert h.build_config().resume == str(tmp_path)
@@ -336,14 +338,7 @@ def test_overshoot_grows_and_resets() -> None:
 def test_when_a_rank_waits_for_the_others(
     async_: bool, calibrated: bool, fixed: int | None, expect: tuple[bool, int]
 ) -> None:
-    from types import SimpleNamespace
-
-    from flodl_ddp._rank import RankEngine
-
-    engine = SimpleNamespace(
-        elche=SimpleNamespace(calibrated=calibrated), overshoot=Overshoot(fixed, 50)
-    )
-    assert RankEngine._waiting(engine, async_, 12) == expect  # type: ignore[arg-type]
+    assert waiting(async_, calibrated, Overshoot(fixed, 50), 12) == expect
 
 
 def test_no_guard_object_is_accepted() -> None:

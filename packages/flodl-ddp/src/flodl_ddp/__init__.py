@@ -41,6 +41,7 @@ from ._elastic import ElasticOptions as ElasticOptions
 from ._elastic_launch import ElasticHandle as ElasticHandle
 from ._elche import ElChe as ElChe
 from ._elche import Phase as Phase
+from ._elche_config import ElCheConfig as ElCheConfig
 from ._errors import DdpError as DdpError
 from ._guards import ActionKind as ActionKind
 from ._guards import ConvergenceAction as ConvergenceAction
@@ -53,6 +54,7 @@ from ._handle import DdpHandle as DdpHandle
 from ._handle import TrainedState as TrainedState
 from ._meta import MetaController as MetaController
 from ._metrics import EpochMetrics as EpochMetrics
+from ._metrics import Progress as Progress
 from ._metrics import RankMetrics as RankMetrics
 from ._metrics import record_scalar as record_scalar
 from ._modes import MODES as MODES
@@ -93,6 +95,7 @@ __all__ = [
     "DiLoCo",
     "DivergenceReport",
     "ElChe",
+    "ElCheConfig",
     "ElasticHandle",
     "ElasticOptions",
     "EpochMetrics",
@@ -107,6 +110,7 @@ __all__ = [
     "Phase",
     "Policy",
     "ProbeReport",
+    "Progress",
     "RankMetrics",
     "SlowMo",
     "SshTarget",

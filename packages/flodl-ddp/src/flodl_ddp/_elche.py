@@ -33,6 +33,11 @@ The rules (floDl's "ddp-scale" ElChe):
   more than 5 % (dead zone), and by at most ``max_batch_diff`` per update when that is set (on
   the first calibration too). The anchor rank is exempt from both: it always runs exactly
   ``anchor`` batches. ``max_batch_diff=0`` is lockstep: every rank runs ``anchor`` batches.
+- **Members** (elastic runs, :meth:`ElChe.set_members`): a rank that is not a member runs 0
+  batches, reports nothing (no miss) and is never elected; a rank that (re)joins starts with an
+  empty trust window and the cold count ``anchor``, and its first reading is provisional, as a
+  new rank's. Calibrations, the anchor election and the counts cover the members only, so the
+  survivors re-balance as soon as a rank leaves.
 - **Cold start.** Before the first calibration every rank runs ``anchor`` batches, unless
   ``speed_hint=(slow_rank, ratio)`` seeds ``slow_rank`` with ``anchor`` and the others with
   ``round(anchor · ratio)``. The anchor rank is the hinted one, else the one with the smallest
@@ -75,10 +80,13 @@ class Phase(enum.IntEnum):
     MATURE = 3
 
 
-def _slow_cohort(smoothed: Sequence[float]) -> list[int]:
-    """The ranks within ``COHORT_BAND`` of the slowest: ``ms >= (1 - COHORT_BAND) · slowest``."""
-    slowest = max(smoothed)
-    return [r for r, ms in enumerate(smoothed) if ms >= (1.0 - COHORT_BAND) * slowest]
+def _slow_cohort(smoothed: Sequence[float | None]) -> list[int]:
+    """The ranks within ``COHORT_BAND`` of the slowest: ``ms >= (1 - COHORT_BAND) · slowest``
+    (ranks without a reading, ``None``, are left out)."""
+    slowest = max(ms for ms in smoothed if ms is not None)
+    return [
+        r for r, ms in enumerate(smoothed) if ms is not None and ms >= (1 - COHORT_BAND) * slowest
+    ]
 
 
 def _round_half_up(x: float) -> int:
@@ -158,6 +166,7 @@ class ElChe:
         self._ratios: list[float] | None = None
         self._anchor = anchor
         self._anchor_rank: int | None = None
+        self._members = list(range(world_size))
         if partition_ratios is not None:
             ratios = list(partition_ratios)
             if len(ratios) != world_size:
@@ -212,8 +221,14 @@ class ElChe:
 
     @property
     def anchor_rank(self) -> int:
-        """The rank that sets the pace (0 until elected when no hint named one)."""
-        return 0 if self._anchor_rank is None else self._anchor_rank
+        """The rank that sets the pace (the first member until elected when no hint named
+        one)."""
+        return self._members[0] if self._anchor_rank is None else self._anchor_rank
+
+    @property
+    def members(self) -> list[int]:
+        """The ranks taking part (every rank unless :meth:`set_members` said otherwise)."""
+        return list(self._members)
 
     @property
     def calibrations(self) -> int:
@@ -242,9 +257,9 @@ class ElChe:
         """Whether ``rank``'s batches are calibrated as shorter than the slow cohort's (its
         smoothed ms per batch below ``(1 - COHORT_BAND)`` times the slowest). ``False`` before
         calibration, when nothing is known."""
-        if not self.calibrated or any(s is None for s in self._smoothed):
+        if not self.calibrated or any(self._smoothed[r] is None for r in self._members):
             return False
-        return rank not in _slow_cohort(self._smoothed)  # type: ignore[arg-type]
+        return rank in self._members and rank not in _slow_cohort(self._member_speeds())
 
     @property
     def overhead(self) -> float | None:
@@ -261,12 +276,13 @@ class ElChe:
     def throughput_shares(self) -> list[float]:
         """Each rank's share of the throughput, ``(1/ms_r) / Σ 1/ms`` once calibrated; before,
         the normalised ``partition_ratios`` or equal shares. Sums to 1."""
-        if self.calibrated and all(s is not None for s in self._smoothed):
-            inv = [1.0 / s for s in self._smoothed]  # type: ignore[operator]
+        speeds = self._member_speeds()
+        if self.calibrated and all(speeds[r] is not None for r in self._members):
+            inv = [1.0 / s if s else 0.0 for s in speeds]
         elif self._ratios is not None:
-            inv = list(self._ratios)
+            inv = [x if r in self._members else 0.0 for r, x in enumerate(self._ratios)]
         else:
-            inv = [1.0] * self.world_size
+            inv = [1.0 if r in self._members else 0.0 for r in range(self.world_size)]
         total = sum(inv)
         return [x / total for x in inv]
 
@@ -330,7 +346,7 @@ class ElChe:
         ]
         done = self._per_rank("batches", batches)
         sync = _finite("sync_ms", sync_ms)
-        for r in range(self.world_size):
+        for r in self._members:
             if done[r] > 0 and walls[r] > 0:
                 self._read(r, walls[r] / done[r])
             else:
@@ -339,7 +355,7 @@ class ElChe:
                     self._windows[r].clear()
                     self._provisional[r] = False
                     self._misses[r] = 0
-        if all(self._windows):
+        if all(self._windows[r] for r in self._members):
             self._calibrate(walls, sync, allow_growth)
         self._history.append(list(self._counts))
 
@@ -357,9 +373,9 @@ class ElChe:
 
     def _calibrate(self, walls: list[float], sync_ms: float, allow_growth: bool) -> None:
         self._calibrations += 1
-        smoothed = [sum(w) / len(w) for w in self._windows]
-        self._smoothed = list(smoothed)
-        settling = not self._settled and not any(self._provisional)
+        self._smoothed = [sum(w) / len(w) if w else None for w in self._windows]
+        smoothed = self._member_speeds()
+        settling = not self._settled and not any(self._provisional[r] for r in self._members)
         if settling:
             self._settled = True
         # The first calibration always holds a provisional reading (the last rank to report
@@ -368,7 +384,7 @@ class ElChe:
         given = self._hint_ratio is not None or self._ratios is not None
         if self._anchor_rank is None or self.phase >= Phase.STABLE or (settling and not given):
             self._anchor_rank = self._elect(smoothed)
-        self._slow_ms = smoothed[self.anchor_rank]
+        self._slow_ms = float(smoothed[self.anchor_rank])  # type: ignore[arg-type]
         if max(walls) > 0:
             self._overhead = sync_ms / max(walls)
             # Early windows are dominated by warm-up costs: tune only once the speeds settled.
@@ -376,12 +392,16 @@ class ElChe:
                 self._auto_tune(self._overhead, allow_growth)
         self._update_counts(first=self._calibrations == 1 or settling)
 
-    def _elect(self, smoothed: list[float]) -> int:
+    def _member_speeds(self) -> list[float | None]:
+        """The smoothed speeds of the members (``None`` for the other ranks)."""
+        return [s if r in self._members else None for r, s in enumerate(self._smoothed)]
+
+    def _elect(self, smoothed: list[float | None]) -> int:
         cohort = _slow_cohort(smoothed)
         current = self._anchor_rank
         if current is not None and current in cohort:
-            challenger = min(cohort, key=lambda r: (-smoothed[r], r))
-            if smoothed[challenger] > (1.0 + DOMINANCE_MARGIN) * smoothed[current]:
+            challenger = min(cohort, key=lambda r: (-smoothed[r], r))  # type: ignore[operator]
+            if smoothed[challenger] > (1.0 + DOMINANCE_MARGIN) * smoothed[current]:  # type: ignore[operator]
                 return challenger
             return current
         return cohort[0]
@@ -400,30 +420,37 @@ class ElChe:
         if not self.calibrated:
             return self._cold_counts()
         out = []
-        for r, ms in enumerate(self._smoothed):
-            if r == self.anchor_rank:
+        for r, ms in enumerate(self._member_speeds()):
+            if r not in self._members:
+                out.append(0)
+            elif r == self.anchor_rank or ms is None:  # a (re)joined rank before its reading
                 out.append(self._anchor)
             else:
-                out.append(max(1, _round_half_up(self._anchor * self._slow_ms / ms)))  # type: ignore[operator]
+                out.append(max(1, _round_half_up(self._anchor * self._slow_ms / ms)))
         return out
 
     def _cold_counts(self) -> list[int]:
-        if self._hint_ratio is None:
-            return [self._anchor] * self.world_size
-        fast = max(1, _round_half_up(self._anchor * self._hint_ratio))
-        return [self._anchor if r == self.anchor_rank else fast for r in range(self.world_size)]
+        fast = self._anchor
+        if self._hint_ratio is not None:
+            fast = max(1, _round_half_up(self._anchor * self._hint_ratio))
+        return [
+            (self._anchor if r == self.anchor_rank else fast) if r in self._members else 0
+            for r in range(self.world_size)
+        ]
 
     def _update_counts(self, *, first: bool) -> None:
         """Move the counts toward their targets: the anchor rank exactly, the others outside the
         dead zone only (skipped on the first calibration, when the cold-start counts are mere
         guesses), each by at most ``max_batch_diff``."""
         if self.max_batch_diff == 0:  # lockstep: everyone runs the anchor's count
-            self._counts = [self._anchor] * self.world_size
+            self._counts = [
+                self._anchor if r in self._members else 0 for r in range(self.world_size)
+            ]
             return
         new = []
         for r, (t, c) in enumerate(zip(self._targets(), self._counts, strict=True)):
-            if r == self.anchor_rank:
-                new.append(t)  # the anchor rank always runs exactly `anchor` batches
+            if r == self.anchor_rank or r not in self._members or c == 0:
+                new.append(t)  # the anchor rank always runs exactly `anchor`; joiners start fresh
                 continue
             if not first and abs(t - c) <= DEAD_ZONE * c:
                 new.append(c)
@@ -432,6 +459,27 @@ class ElChe:
                 t = min(max(t, c - self.max_batch_diff), c + self.max_batch_diff)
             new.append(max(1, t))
         self._counts = new
+
+    def set_members(self, members: Sequence[int]) -> None:
+        """The ranks taking part from the next window on (module doc: **Members**). Every rank
+        must call it with the same members at the same point."""
+        new = sorted({_int_arg("member", r, 0) for r in members})
+        if not new or new[-1] >= self.world_size:
+            raise ConfigError(f"members {list(members)} must be ranks of 0..{self.world_size - 1}")
+        if new == self._members:
+            return
+        for r in set(new) - set(self._members):  # a (re)joining rank is measured afresh
+            self._windows[r].clear()
+            self._provisional[r] = False
+            self._misses[r] = 0
+            self._smoothed[r] = None
+        self._members = new
+        if self._anchor_rank not in new:
+            speeds = self._member_speeds()
+            known = any(s is not None for s in speeds)
+            self._anchor_rank = _slow_cohort(speeds)[0] if known else new[0]
+            self._slow_ms = float(speeds[self._anchor_rank] or self._slow_ms)
+        self._update_counts(first=True)
 
     def nudge_anchor_down(self, factor: float) -> None:
         """Cut the anchor to ``max(1, min(anchor, ceil(anchor · clamp(factor, 0.1, 1.0))))``
@@ -482,6 +530,7 @@ class ElChe:
             "overhead": self._overhead,
             "counts": list(self._counts),
             "history": [list(h) for h in self._history],
+            "members": list(self._members),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -514,6 +563,7 @@ class ElChe:
             self._overhead = state["overhead"]
             self._counts = [int(c) for c in state["counts"]]
             self._history = deque((list(h) for h in state["history"]), maxlen=SHARE_HISTORY)
+            self._members = [int(r) for r in state.get("members", range(self.world_size))]
         except KeyError as e:
             raise CheckpointError(f"ElChe state is missing the key {e.args[0]!r}") from None
 

@@ -52,6 +52,20 @@ class DdpError(FlodlError, RuntimeError):
         return (_rebuild, (self.message, self.rank, self.host, self.remote_traceback))
 
 
+class PeerError(DdpError):
+    """This rank failed because another one did: it stopped answering, died, or left an epoch
+    early. The run's error names the other rank's own failure when there is one."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_peer, (self.message, self.rank, self.host, self.remote_traceback))
+
+
+def _rebuild_peer(
+    message: str, rank: int | None, host: str | None, remote_traceback: str | None
+) -> PeerError:
+    return PeerError(message, rank=rank, host=host, remote_traceback=remote_traceback)
+
+
 def _rebuild(
     message: str, rank: int | None, host: str | None, remote_traceback: str | None
 ) -> DdpError:

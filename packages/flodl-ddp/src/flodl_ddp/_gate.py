@@ -1,5 +1,15 @@
 """When a cadence or async rank that has run its window's count stops and goes to the round.
 
+- Whether a rank waits at all (:func:`waiting`): async ranks do, up to the overshoot; cadence
+  ranks do in their probe windows, before ElChe has measured anything (the cold counts are
+  equal, and a fast rank would otherwise idle through the slow one's probe: up to one more cold
+  count). So does async's automatic overshoot there (2-5 batches): a fast rank idled 330 ms of
+  a 3.3 s epoch 0 with it. Without shared counters (elastic runs) nobody waits.
+- The async overshoot (:class:`Overshoot`): the automatic ``max_overshoot`` starts at
+  ``min(5, max(2, batches_per_epoch // 100))``, grows by one after each averaging the
+  convergence guard calls stable, up to the anchor (a rank never overshoots by more than a
+  window), and falls back to its start value when the guard reports divergence.
+
 - A rank that does not wait (calibrated cadence) stops at its count.
 - A rank that waits (async; cadence's probe windows) says "ready" through a store counter once
   it has run its count, then keeps training until every rank is ready, or it has run ``limit``
@@ -19,6 +29,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ._comm import Comm
 
@@ -119,3 +130,41 @@ class WindowGate:
         if not self._marked:
             self._comm.counter(self._ready_key, 1)
         self._comm.counter(self._stopped_key, 1)
+
+
+def waiting(async_: bool, calibrated: bool, overshoot: Overshoot, mine: int) -> tuple[bool, int]:
+    """Whether a rank that ran its ``mine`` batches keeps training until every rank is ready,
+    and for how many extra batches at most (module doc)."""
+    if not async_:
+        return not calibrated, mine
+    limit = overshoot.current
+    if not calibrated and overshoot.fixed is None:
+        limit = max(limit, mine)
+    return True, limit
+
+
+def auto_overshoot(batches_per_epoch: int) -> int:
+    """The automatic start value of ``max_overshoot`` (module doc)."""
+    return min(5, max(2, batches_per_epoch // 100))
+
+
+class Overshoot:
+    """The async policy's allowance of extra batches (fixed, or automatic)."""
+
+    def __init__(self, fixed: int | None, batches_per_epoch: int) -> None:
+        self.fixed = fixed
+        self.start = auto_overshoot(batches_per_epoch) if fixed is None else fixed
+        self.current = self.start
+
+    def after_round(self, stable: bool, anchor: int) -> None:
+        """Grow by one after a stable round (up to ``anchor``), reset after a divergent one."""
+        if self.fixed is not None:
+            return
+        self.current = min(self.current + 1, max(self.start, anchor)) if stable else self.start
+
+    def state_dict(self) -> dict[str, int]:
+        return {"current": self.current, "start": self.start}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.current = int(state["current"])
+        self.start = int(state["start"])

@@ -7,6 +7,7 @@ on the feeding thread, as each epoch arrives.
 
 from __future__ import annotations
 
+import io
 import logging
 import queue
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from ._errors import DdpError
-from ._metrics import EpochMetrics, close_ranks, publish
+from ._metrics import EpochMetrics, Progress, close_ranks, publish
 
 logger = logging.getLogger("flodl.ddp")
 
@@ -63,7 +64,12 @@ class DdpHandle:
     - :meth:`poll_metrics` returns the epochs that arrived since the last call, without blocking;
     - :meth:`join` waits for the end and returns the :class:`TrainedState`, or raises
       :class:`DdpError` naming the rank, its host and the traceback of the rank that failed;
-    - :meth:`timeline` is the merged per-rank timeline when ``.timeline(True)`` was set.
+    - :meth:`timeline` is the merged per-rank timeline when ``.timeline(True)`` was set;
+    - :attr:`reports` holds the progress reports within epochs (``reports_per_epoch``).
+
+    ``record_log`` and ``save_dashboard`` (folder, file) write the run's record tree as JSONL as
+    it grows and the offline dashboard when the run ends, through ``monitor`` (a silent one is
+    made when none is given).
     """
 
     def __init__(
@@ -73,13 +79,29 @@ class DdpHandle:
         *,
         metrics_fn: Callable[[EpochMetrics], None] | None = None,
         monitor: Any = None,
-        stop: Callable[[], None] | None = None,
+        record_log: str | None = None,
+        save_dashboard: str | None = None,
+        epochs: int = 1,
     ) -> None:
         self._world_size = world_size
         self._devices = list(devices)
         self._metrics_fn = metrics_fn
+        if monitor is None and (record_log or save_dashboard):
+            from flodl_monitor import Monitor
+
+            monitor = Monitor(epochs, stream=io.StringIO(), resources=False)
         self._monitor = monitor
-        self._stop = stop
+        if record_log:
+            monitor.record_log(record_log)
+        self._dashboard = save_dashboard
+        self._supervisor: Any = None
+        self._keep: Any = None
+        self.events: list[dict[str, Any]] = []
+        """Elastic runs: what happened to the ranks, in order (``died``, ``restarted``,
+        ``watchdog``, ``healed``, ``rollback``)."""
+        self.fingerprints: dict[int, list[float]] = {}
+        self.reports: list[Progress] = []
+        """Progress reports within epochs, in order (``reports_per_epoch``)."""
         self._queue: queue.Queue[Any] = queue.Queue()
         self._history: list[EpochMetrics] = []
         self._done = threading.Event()
@@ -89,6 +111,14 @@ class DdpHandle:
         self._timeline: Any = None
 
     # ---- fed by the run ---------------------------------------------------------------------
+
+    def _attach(self, supervisor: Any, keep: Any = None) -> None:
+        """The supervisor of a spawned run (and what must live as long as the run)."""
+        self._supervisor = supervisor
+        self._keep = keep
+
+    def _push_progress(self, p: Progress) -> None:
+        self.reports.append(p)
 
     def _push_metrics(self, m: EpochMetrics) -> None:
         self._history.append(m)
@@ -109,6 +139,11 @@ class DdpHandle:
         self._timeline = timeline
         if self._monitor is not None:
             close_ranks(self._monitor, self._history)
+            if self._dashboard:
+                try:
+                    self._monitor.save_dashboard(self._dashboard)
+                except Exception:
+                    logger.exception("ddp: writing the dashboard to %s failed", self._dashboard)
         self._done.set()
         self._queue.put(_END)
 
@@ -178,8 +213,24 @@ class DdpHandle:
 
     def stop(self) -> None:
         """Tear the run down now (every rank is terminated); :meth:`join` then raises."""
-        if self._stop is not None and not self._done.is_set():
-            self._stop()
+        if self._supervisor is not None and not self._done.is_set():
+            self._supervisor.stop()
+
+    # ---- spawned runs ------------------------------------------------------------------------
+
+    def rank_pid(self, rank: int) -> int | None:
+        """The process id of rank ``rank``'s current process (spawned runs)."""
+        return self._supervisor.procs[rank].pid if self._supervisor else None
+
+    def alive_ranks(self) -> list[int]:
+        """Ranks whose current process is running (spawned runs)."""
+        procs = self._supervisor.procs if self._supervisor else []
+        return [r for r, p in enumerate(procs) if p.exitcode is None]
+
+    def all_pids(self) -> list[int]:
+        """Every rank process started so far (for cleanup checks)."""
+        procs = self._supervisor.all_procs if self._supervisor else []
+        return [p.pid for p in procs if p.pid is not None]
 
     def timeline(self) -> Any:
         """The merged :class:`Timeline` of every rank, or ``None`` (not asked for, or not ended)."""

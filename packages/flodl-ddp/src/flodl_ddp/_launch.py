@@ -1,17 +1,14 @@
-"""Starting the ranks, watching them, tearing them down.
-
-Three ways a run starts (:func:`launch`):
+"""Starting a run: every check that can fail before a process starts, then one of four launches.
 
 - **spawned** (a plain process, several devices): the launching process hosts the rendezvous
-  ``TCPStore`` on a free loopback port and starts one process per rank with
-  ``torch.multiprocessing`` (spawn context, so the parent never initialises CUDA). A watcher
-  thread receives epochs, the result and failures through a queue. When a rank fails, every other
-  rank is terminated (SIGTERM, then SIGKILL) and ``join()`` raises :class:`DdpError` with the
-  failing rank's host and traceback. A rank that delivered its result and then dies in
-  process-group teardown is not a failure.
-- **under torchrun** (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``LOCAL_RANK`` set): this process
-  *is* one rank; it joins the process group from the environment and trains on a background
-  thread. torchrun tears the other ranks down when one exits with an error.
+  ``TCPStore`` on a free loopback port, gives the run an unguessable key prefix (handed to the
+  ranks through the spawn pipe: a local process that finds the port cannot guess a key), and a
+  :class:`~flodl_ddp._supervisor.Supervisor` starts one process per rank and watches them.
+- **elastic** (``.elastic(...)``): the same supervisor with the elastic policy, over torchft
+  replicas (:mod:`flodl_ddp._elastic_launch`).
+- **under torchrun** (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``LOCAL_RANK`` set): this
+  process *is* one rank; it joins the process group from the environment and trains on a
+  background thread. torchrun tears the other ranks down when one exits with an error.
 - **world size 1**: trains on a background thread of the calling process, with the same handle,
   metrics and result.
 """
@@ -20,40 +17,44 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
+import hmac
 import itertools
 import logging
 import os
 import pickle
-import queue
-import signal
+import secrets
 import socket
-import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from flodl_core import ConfigError, detect_gpus, resolve_device
+from flodl_core import ConfigError, detect_gpus
+from flodl_core.data import as_batch_dataset
 
-from ._comm import Comm, SoloComm
+from ._affinity import check_bindable
+from ._comm import SoloComm, StoreComm
+from ._config import TrainerConfig
 from ._errors import DdpError
 from ._handle import DdpHandle
-from ._modes import Mode
+from ._membership import StaticWorld
+from ._modes import Backend, Mode, Policy
+from ._options import RunSpec, check_config, check_world, normalise_devices
 from ._rank import RankContext
+from ._reduce import LocalReducer
 from ._store import listen_store
-from ._worker import RankPayload, load_state, rank_process, set_threads, train_rank
+from ._supervisor import Supervisor
+from ._torchrun import init_torchrun_group, local_world, torchrun_env
+from ._watchdog import Watchdog
+from ._worker import RankPayload, SpawnLink, rank_process, set_threads, static_reducer, train_rank
 
 logger = logging.getLogger("flodl.ddp")
-
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK")
-ERROR_GRACE_S = 1.0  # after a first failure, wait this long for the root cause to arrive
-TERM_GRACE_S = 3.0  # SIGTERM, then SIGKILL after this long
 _RUNS = itertools.count()
 
 
@@ -64,17 +65,6 @@ def default_devices() -> list[str]:
     """Every GPU :func:`flodl_core.detect_gpus` sees (without initialising CUDA), else one CPU."""
     gpus = detect_gpus()
     return [f"cuda:{i}" for i in range(len(gpus))] if gpus else ["cpu"]
-
-
-def normalise_devices(devices: Any) -> list[str]:
-    if devices is None:
-        return default_devices()
-    if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
-        raise ConfigError(f"devices must be a list (one entry per rank), got {devices!r}")
-    out = [str(resolve_device(d)) for d in devices]
-    if not out:
-        raise ConfigError("devices is empty; give at least one device (e.g. ['cpu'])")
-    return out
 
 
 def check_cuda_devices(devices: list[str]) -> None:
@@ -103,24 +93,29 @@ def check_cuda_devices(devices: list[str]) -> None:
             )
 
 
-def torchrun_env() -> dict[str, int | str] | None:
-    """``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` when running under torchrun."""
-    if not all(v in os.environ for v in TORCHRUN_VARS):
-        return None
-    return {
-        "rank": int(os.environ["RANK"]),
-        "world_size": int(os.environ["WORLD_SIZE"]),
-        "local_rank": int(os.environ["LOCAL_RANK"]),
-        "master_addr": os.environ["MASTER_ADDR"],
-    }
-
-
-def local_world(devices: list[str], listed: bool) -> int:
-    """Ranks on this host under torchrun: ``LOCAL_WORLD_SIZE``, else the ``devices`` the run
-    lists for this node (``listed``), else one."""
-    if "LOCAL_WORLD_SIZE" in os.environ:
-        return int(os.environ["LOCAL_WORLD_SIZE"])
-    return len(devices) if listed else 1
+def check_devices(devices: list[str], mode: Mode) -> None:
+    """Devices the mode can average, and no device named twice (two ranks on one CPU name are
+    two processes on the same cores; a CPU index means nothing to torch)."""
+    kinds = {d.split(":")[0] for d in devices}
+    if len(kinds) > 1 and (mode.backend is Backend.NCCL or mode.policy is Policy.SYNC):
+        raise ConfigError(
+            f"devices {devices} mix {' and '.join(sorted(kinds))} ranks, which mode "
+            f"{mode.name!r} cannot average (its collectives run on the devices' own tensors); "
+            "use 'cpu-cadence' or 'cpu-async' to mix device kinds"
+        )
+    indexed = [d for d in devices if d.startswith("cpu:")]
+    if indexed:
+        raise ConfigError(
+            f"devices {devices} name {indexed[0]}: a CPU has no index in torch (every CPU rank "
+            "uses the whole processor); list 'cpu' once per CPU rank, and use "
+            ".threads_per_rank(n) / .bind_cores() to share the cores"
+        )
+    cuda = [d for d in devices if d.startswith("cuda")]
+    twice = sorted({d for d in cuda if cuda.count(d) > 1})
+    if twice:
+        raise ConfigError(
+            f"devices {devices} name {twice[0]} twice; give each GPU rank its own GPU"
+        )
 
 
 def check_picklable(name: str, obj: Any) -> None:
@@ -138,9 +133,25 @@ def check_picklable(name: str, obj: Any) -> None:
         ) from None
 
 
-def summary_line(devices: list[str], mode: Mode, world: int | None = None,
-                 slowdown: Mapping[int, float] | None = None) -> str:  # fmt: skip
-    """``ddp: 2 ranks (heterogeneous) | NVIDIA A | NVIDIA B | mode nccl-cadence``.
+def start_lr(optim_factory: Callable[..., Any], scale: float) -> str:
+    """The learning rate the ranks will train with (the factory's on a stand-in parameter,
+    times the run's scale), for the start-up line; ``lr x2`` when the factory cannot say."""
+    with contextlib.suppress(Exception):
+        opt = optim_factory([torch.nn.Parameter(torch.zeros(1))])
+        return f"lr {opt.param_groups[0]['lr'] * scale:g}" + (
+            f" (x{scale:g}: linear scaling)" if scale != 1.0 else ""
+        )
+    return f"lr x{scale:g}"
+
+
+def summary_line(
+    devices: list[str],
+    mode: Mode,
+    world: int | None = None,
+    slowdown: Mapping[int, float] | None = None,
+    lr: str = "",
+) -> str:
+    """``ddp: 2 ranks (heterogeneous) | NVIDIA A | NVIDIA B | nccl-cadence | lr 0.001``.
 
     Under torchrun (``world`` given) a process only knows its own node's devices:
     ``ddp: 4 ranks under torchrun | this node: NVIDIA A | NVIDIA B | nccl-cadence``. A
@@ -154,67 +165,75 @@ def summary_line(devices: list[str], mode: Mode, world: int | None = None,
     names = []
     for d in devices:
         g = gpus.get(d if ":" in d else f"{d}:0")
-        if g is None:
-            names.append(d)
-        else:
-            mem = f" ({g.total_memory / 2**30:.1f} GB)" if g.total_memory else ""
-            names.append(f"{g.name}{mem}")
+        mem = f" ({g.total_memory / 2**30:.1f} GB)" if g is not None and g.total_memory else ""
+        names.append(d if g is None else f"{g.name}{mem}")
     slowed = "".join(
         f", rank {r} slowed {f:g}x" for r, f in sorted((slowdown or {}).items()) if f != 1.0
     )
+    tail = f" | {lr}" if lr else ""
     if world is not None:
         return (
             f"  ddp: {world} rank{'s' if world != 1 else ''} under torchrun{slowed} | this node: "
-            f"{' | '.join(names)} | {mode.name}"
+            f"{' | '.join(names)} | {mode.name}{tail}"
         )
     kind = ("heterogeneous" if len(set(names)) > 1 else "homogeneous") + slowed
     n = len(devices)
-    return f"  ddp: {n} rank{'s' if n != 1 else ''} ({kind}) | {' | '.join(names)} | {mode.name}"
-
-
-# ---- the three launches --------------------------------------------------------------------------
-
-
-def launch(payload: RankPayload, metrics_fn: Any, monitor: Any) -> DdpHandle:
-    """Start the run as the environment says (module docstring); returns its handle."""
-    env = torchrun_env()
-    if env is not None:
-        return _launch_torchrun(payload, env, metrics_fn, monitor)
-    world = len(payload.devices)
-    if world == 1:
-        return _launch_local(payload, metrics_fn, monitor)
-    return _launch_spawn(payload, metrics_fn, monitor)
-
-
-def _local_payload(payload: RankPayload) -> RankPayload:
-    # In-process ranks must not mutate the caller's guard / outer optimizer objects.
-    cfg = replace(
-        payload.cfg,
-        guard=copy.deepcopy(payload.cfg.guard),
-        outer_optimizer=copy.deepcopy(payload.cfg.outer_optimizer),
+    return (
+        f"  ddp: {n} rank{'s' if n != 1 else ''} ({kind}) | {' | '.join(names)} | {mode.name}{tail}"
     )
-    return replace(payload, cfg=cfg)
 
 
-def _launch_local(payload: RankPayload, metrics_fn: Any, monitor: Any) -> DdpHandle:
-    payload = _local_payload(payload)
-    handle = DdpHandle(1, payload.devices, metrics_fn=metrics_fn, monitor=monitor)
-    host = socket.gethostname()
-    device = torch.device(payload.devices[0])
+def start(
+    cfg: TrainerConfig,
+    model_factory: Callable[..., Any],
+    optim_factory: Callable[..., Any],
+    train_step: Callable[..., Any],
+) -> DdpHandle:
+    """Check everything, print the start-up line, launch as the environment says."""
+    spec = check_config(cfg)
+    devices = normalise_devices(cfg.devices) if cfg.devices is not None else default_devices()
+    env = torchrun_env()
+    # Under torchrun this process is one rank of WORLD_SIZE, whatever `devices` lists.
+    world = len(devices) if env is None else int(env["world_size"])
+    check_world(spec, world, len(as_batch_dataset(spec.dataset)))
+    check_devices(devices, spec.mode)
+    check_cuda_devices(devices)
+    if spec.bind_cores:
+        here = len(devices) if env is None else local_world(devices, cfg.devices is not None)
+        check_bindable(here, spec.threads_per_rank)
+    if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(logging.INFO):
+        lr = start_lr(optim_factory, spec.lr_scale(world))
+        print(
+            summary_line(devices, spec.mode, world if env else None, spec.slowdown, lr), flush=True
+        )
+    payload = RankPayload(spec, model_factory, optim_factory, train_step, devices)
+    watchers = {
+        "metrics_fn": cfg.metrics_fn,
+        "monitor": cfg.monitor,
+        "record_log": cfg.record_log,
+        "save_dashboard": cfg.save_dashboard,
+    }
+    if spec.elastic is not None:
+        from ._elastic_launch import launch_elastic  # needs the optional torchft
 
-    def body() -> None:
-        try:
-            if payload.cfg.threads_per_rank is not None:
-                # only when asked: this is the caller's process (the count is per thread)
-                torch.set_num_threads(payload.cfg.threads_per_rank)
-            ctx = RankContext(0, 1, device, host, SoloComm(), time.time())
-            state, timeline = train_rank(payload, ctx, handle._push_metrics)
-            handle._finish(state, timeline)
-        except BaseException as e:
-            handle._fail(_local_error(e, 0, host))
+        return launch_elastic(payload, watchers)
+    if env is not None:
+        return _launch_torchrun(payload, env, watchers)
+    if world == 1:
+        return _launch_local(payload, watchers)
+    return _launch_spawn(payload, watchers)
 
-    threading.Thread(target=body, name="flodl-ddp-rank0", daemon=True).start()
-    return handle
+
+# ---- the launches -------------------------------------------------------------------------------
+
+
+def _in_process(payload: RankPayload) -> RankPayload:
+    # In-process ranks must not mutate the caller's guard / outer optimizer objects.
+    s = payload.spec
+    spec = replace(
+        s, guard=copy.deepcopy(s.guard), outer_optimizer=copy.deepcopy(s.outer_optimizer)
+    )
+    return replace(payload, spec=spec)
 
 
 def _local_error(e: BaseException, rank: int, host: str) -> DdpError:
@@ -224,256 +243,143 @@ def _local_error(e: BaseException, rank: int, host: str) -> DdpError:
         f"rank {rank} failed: {type(e).__name__}: {e}",
         rank=rank,
         host=host,
-        remote_traceback="".join(traceback.format_exception(type(e), e, e.__traceback__)),
+        remote_traceback="".join(traceback.format_exception(e)),
     )
     err.__cause__ = e
     return err
 
 
-def _launch_torchrun(
-    payload: RankPayload, env: dict[str, Any], metrics_fn: Any, monitor: Any
-) -> DdpHandle:
-    payload = _local_payload(payload)
-    rank, world, local = int(env["rank"]), int(env["world_size"]), int(env["local_rank"])
-    if payload.cfg.devices is not None:
-        device = torch.device(payload.devices[local % len(payload.devices)])
-    else:
-        device = torch.device(f"cuda:{local}" if detect_gpus() else "cpu")
-    host = socket.gethostname()
-    handle = DdpHandle(
-        world,
-        [str(device)],
-        metrics_fn=metrics_fn if rank == 0 else None,
-        monitor=monitor if rank == 0 else None,
+def _on_thread(handle: DdpHandle, name: str, body: Callable[[], Any]) -> None:
+    """Run ``body() -> (state, timeline)`` on a thread that resolves ``handle``."""
+
+    def run() -> None:
+        try:
+            handle._finish(*body())
+        except BaseException as e:
+            handle._fail(_local_error(e, int(name.rsplit("rank", 1)[-1]), socket.gethostname()))
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+
+
+def _send(handle: DdpHandle) -> Callable[[Any], None]:
+    def send(msg: Any) -> None:
+        if getattr(msg, "metrics", None) is not None:
+            handle._push_metrics(msg.metrics)
+        elif getattr(msg, "progress", None) is not None:
+            handle._push_progress(msg.progress)
+
+    return send
+
+
+def _launch_local(payload: RankPayload, watchers: dict[str, Any]) -> DdpHandle:
+    payload = _in_process(payload)
+    handle = DdpHandle(1, payload.devices, **watchers)
+    device = torch.device(payload.devices[0])
+
+    def body() -> tuple[Any, Any]:
+        if payload.spec.threads_per_rank is not None:
+            # only when asked: this is the caller's process (the count is per thread)
+            torch.set_num_threads(payload.spec.threads_per_rank)
+        ctx_ = _context(0, 1, device, SoloComm(), StaticWorld(1), lambda _a: LocalReducer())
+        engine, timeline = train_rank(payload, ctx_, _send(handle))
+        return engine.final_state(), timeline
+
+    _on_thread(handle, "flodl-ddp-rank0", body)
+    return handle
+
+
+def _context(
+    rank: int, world: int, device: torch.device, comm: Any, membership: Any, reducer: Any
+) -> RankContext:
+    return RankContext(
+        rank, world, device, socket.gethostname(), comm, time.time(), reducer, membership
     )
 
-    def body() -> None:
-        created = False
-        try:
-            set_threads(
-                payload.cfg,
-                device,
-                local,
-                local_world(payload.devices, payload.cfg.devices is not None),
-            )
-            timeout = timedelta(seconds=payload.cfg.timeout_s)
-            if not dist.is_initialized():
-                backend = "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"
-                from ._elastic_fallback import init_torchrun_group
 
-                init_torchrun_group(backend, timeout)  # restart-safe (torchrun --max-restarts)
-                created = True
+def run_key(salt: str) -> str:
+    """The store key prefix of a run: from the cluster's run token under ``fdl @cluster`` (every
+    rank derives the same one), else from ``salt``."""
+    token = os.environ.get("FLODL_CLUSTER_TOKEN")
+    if token:
+        return hmac.new(token.encode(), f"store:{salt}".encode(), hashlib.sha256).hexdigest()[:32]
+    return f"flodl-ddp/{salt}"
+
+
+def _launch_torchrun(
+    payload: RankPayload, env: dict[str, Any], watchers: dict[str, Any]
+) -> DdpHandle:
+    payload = _in_process(payload)
+    rank, world, local = int(env["rank"]), int(env["world_size"]), int(env["local_rank"])
+    device = torch.device(payload.devices[local % len(payload.devices)])
+    lead = watchers if rank == 0 else {}
+    handle = DdpHandle(world, [str(device)], **lead)
+
+    def body() -> tuple[Any, Any]:
+        set_threads(payload.spec, device, local, local_world(payload.devices, True))
+        created = not dist.is_initialized()
+        if created:
+            backend = "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"
+            init_torchrun_group(backend, payload.spec.timeout_s)  # restart-safe
+        try:
             from torch.distributed.distributed_c10d import _get_default_store
 
             # Every rank calls run() the same number of times: the count names this run's keys,
             # so a second run in the same process group never reads the first one's messages.
-            prefix = f"flodl-ddp/run{next(_RUNS)}"
-            comm = Comm(dist.PrefixStore(prefix, _get_default_store()), rank, world)
-            ctx = RankContext(rank, world, device, host, comm, time.time())
-            try:
-                state, timeline = train_rank(payload, ctx, handle._push_metrics)
-                comm.barrier("fin")
-            finally:
-                comm.close()
-            outcome: tuple[Any, Any] | BaseException = (state, timeline)
-        except BaseException as e:
-            outcome = _local_error(e, rank, host)
-        # The group goes before join() returns: a script that exits right after join() must
-        # not race gloo's teardown in this thread.
-        if created:
-            with contextlib.suppress(Exception):
-                dist.destroy_process_group()
-        if isinstance(outcome, BaseException):
-            handle._fail(outcome)  # type: ignore[arg-type]
-        else:
-            handle._finish(*outcome)
+            store = dist.PrefixStore(run_key(f"run{next(_RUNS)}"), _get_default_store())
+            comm = StoreComm(store, rank, world, payload.spec.timeout_s)
+            ctx_ = _context(
+                rank, world, device, comm, StaticWorld(world), static_reducer(comm, payload.spec)
+            )
+            engine, timeline = train_rank(payload, ctx_, _send(handle), every_epoch=True)
+            comm.barrier("fin")
+            return engine.final_state(), timeline
+        finally:
+            # The group goes before join() returns: a script that exits right after join() must
+            # not race gloo's teardown in this thread.
+            if created:
+                with contextlib.suppress(Exception):
+                    dist.destroy_process_group()
 
-    threading.Thread(target=body, name=f"flodl-ddp-rank{rank}", daemon=True).start()
+    _on_thread(handle, f"flodl-ddp-rank{rank}", body)
     return handle
 
 
-def stop_processes(procs: list[Any]) -> None:
-    """Stop every live process of ``procs``: SIGCONT (a stopped process handles signals only
-    once it runs again), SIGTERM, then SIGKILL for those still alive ``TERM_GRACE_S`` later."""
-    alive = [p for p in procs if p.pid is not None and p.exitcode is None]
-    for p in alive:
-        with contextlib.suppress(Exception):
-            os.kill(p.pid, signal.SIGCONT)
-            p.terminate()
-    deadline = time.monotonic() + TERM_GRACE_S
-    for p in alive:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in alive:
-        if p.exitcode is None:
-            with contextlib.suppress(Exception):
-                p.kill()
-            p.join(5.0)
-
-
-@dataclass
-class _WatchState:
-    """What the watcher has heard from the ranks so far."""
-
-    done: set[int] = field(default_factory=set)
-    final: tuple[str, Any] | None = None
-    errors: list[tuple[Any, ...]] = field(default_factory=list)
-    deaths: dict[int, int] = field(default_factory=dict)
-    first_fail: float | None = None
-
-
-class _Spawned:
-    """The watcher of spawned rank processes (runs on its own thread)."""
-
-    def __init__(self, payload: RankPayload, handle: DdpHandle) -> None:
-        import torch.multiprocessing as mp
-
-        self.world = len(payload.devices)
-        self.handle = handle
-        # loopback only: the store carries the ranks' control messages and checkpoint state
-        self.store = listen_store("127.0.0.1", 0, timeout_s=payload.cfg.timeout_s)
-        ctx = mp.get_context("spawn")
-        self.q = ctx.Queue()
-        self.tmp = tempfile.TemporaryDirectory(prefix="flodl-ddp-")
-        t0 = time.time()
-        self.procs = [
-            ctx.Process(
-                target=rank_process,
-                args=(
-                    r,
-                    self.world,
-                    self.store.port,
-                    payload,
-                    self.q,
-                    self.tmp.name,
-                    t0,
-                    os.getpid(),
-                ),
-                name=f"flodl-ddp-rank{r}",
-                daemon=True,
-            )
-            for r in range(self.world)
-        ]
-        self._stopping = threading.Event()
-        try:
-            for p in self.procs:
-                p.start()
-        except BaseException:
-            self.teardown()
-            self.tmp.cleanup()
-            raise
-
-    def teardown(self) -> None:
-        stop_processes(self.procs)
-
-    def stop(self) -> None:
-        self._stopping.set()
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as e:  # the watcher itself must never leave ranks behind
-            self.teardown()
-            self.handle._fail(DdpError(f"the run's watcher failed: {type(e).__name__}: {e}"))
-        finally:
-            with contextlib.suppress(Exception):
-                self.q.close()
-            self.tmp.cleanup()
-
-    def _run(self) -> None:
-        st = _WatchState()
-        while True:
-            try:
-                msg = self.q.get(timeout=0.1)
-            except queue.Empty:
-                msg = None
-            if msg is not None:
-                self._take(msg, st)
-                continue  # drain the queue before looking at exit codes
-            for r, p in enumerate(self.procs):
-                failed = p.exitcode is not None and p.exitcode != 0
-                if failed and r not in st.done and r not in st.deaths:
-                    st.deaths[r] = p.exitcode
-                    st.first_fail = st.first_fail or time.monotonic()
-            if self._settled(st):
-                return
-
-    def _take(self, msg: tuple[Any, ...], st: _WatchState) -> None:
-        """One message from a rank: metrics go to the handle, the rest into ``st``."""
-        kind = msg[0]
-        if kind == "metrics":
-            self.handle._push_metrics(msg[1])
-        elif kind == "final":
-            st.final = (msg[1], msg[2])
-        elif kind == "done":
-            st.done.add(msg[1])
-        elif kind == "error":
-            st.errors.append(msg[1:])
-            st.first_fail = st.first_fail or time.monotonic()
-
-    def _settled(self, st: _WatchState) -> bool:
-        """Deliver the run's outcome if there is one yet (stopped, failed, finished, or ranks
-        gone without results); ``True`` once delivered."""
-        everyone_exited = all(p.exitcode is not None for p in self.procs)
-        if self._stopping.is_set():
-            self.teardown()
-            self.handle._fail(DdpError("the run was stopped by DdpHandle.stop()"))
-        elif st.first_fail is not None and (
-            time.monotonic() - st.first_fail >= ERROR_GRACE_S or everyone_exited
-        ):
-            self.teardown()
-            self.handle._fail(self._error(st.errors, st.deaths))
-        elif len(st.done) == self.world and st.final is not None:
-            self._deliver(st.final)
-        elif everyone_exited and len(st.done) < self.world:
-            missing = [r for r in range(self.world) if r not in st.done]
-            self.teardown()
-            self.handle._fail(DdpError(f"ranks {missing} exited without delivering their results"))
-        else:
-            return False
-        return True
-
-    def _deliver(self, final: tuple[str, Any]) -> None:
-        for p in self.procs:
-            p.join(10.0)
-        self.teardown()  # anything still there after delivering is only teardown
-        path, tl = final
-        timeline = None
-        if tl is not None:
-            from ._timeline import Timeline
-
-            timeline = Timeline.from_dict(tl)
-        self.handle._finish(load_state(path), timeline)
-
-    def _error(self, errors: list[tuple[Any, ...]], deaths: dict[int, int]) -> DdpError:
-        causes = [e for e in errors if not e[4]] or errors
-        if causes:
-            rank, host, text, tb, _ = causes[0]
-            return DdpError(
-                f"rank {rank} failed: {text}", rank=rank, host=host, remote_traceback=tb
-            )
-        rank, code = min(deaths.items())
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        return DdpError(
-            f"rank {rank} {how} without reporting an error (out of memory? killed?)",
-            rank=rank,
-            host=socket.gethostname(),
-        )
-
-
-def _launch_spawn(payload: RankPayload, metrics_fn: Any, monitor: Any) -> DdpHandle:
+def spawn_picklable(payload: RankPayload) -> None:
+    """What spawned ranks receive must pickle (module-level functions and plain objects)."""
     for name in ("model_factory", "optim_factory", "train_step"):
         check_picklable(name, getattr(payload, name))
     for name in ("scheduler", "eval_fn", "guard", "outer_optimizer"):
-        check_picklable(name, getattr(payload.cfg, name))
-    holder: dict[str, _Spawned] = {}
-    handle = DdpHandle(
-        len(payload.devices),
-        payload.devices,
-        metrics_fn=metrics_fn,
-        monitor=monitor,
-        stop=lambda: holder["w"].stop(),
+        check_picklable(name, getattr(payload.spec, name))
+
+
+def static_watchdog(spec: RunSpec) -> Callable[..., Callable[..., Watchdog]]:
+    """A static world's watchdog: a rank stopped for ``min(10 s, timeout / 2)`` is dead (its
+    peers would wait for it until the timeout), one that sits in a batch or a wait past the
+    run's timeout too."""
+    t = spec.timeout_s
+    return lambda progress, phase: (
+        lambda kill: Watchdog(progress, phase, t, min(10.0, t / 2), t, kill)
     )
-    watcher = _Spawned(payload, handle)
-    holder["w"] = watcher
-    threading.Thread(target=watcher.run, name="flodl-ddp-watcher", daemon=True).start()
+
+
+def _launch_spawn(payload: RankPayload, watchers: dict[str, Any]) -> DdpHandle:
+    import torch.multiprocessing as mp
+
+    spawn_picklable(payload)
+    world = len(payload.devices)
+    ctx = mp.get_context("spawn")
+    handle = DdpHandle(world, payload.devices, **watchers)
+    # loopback only: the store carries the ranks' control messages
+    store = listen_store("127.0.0.1", 0, timeout_s=payload.spec.timeout_s)
+    progress, phase = ctx.Array("q", world, lock=False), ctx.Array("b", world, lock=False)
+    sup: Supervisor
+
+    def target(rank: int, generation: int) -> tuple[Callable[..., None], tuple[Any, ...]]:
+        link = SpawnLink(store.port, key, sup.queue, sup.tmp.name, t0, os.getpid(), progress, phase)
+        return rank_process, (rank, payload, link)
+
+    key, t0 = secrets.token_hex(16), time.time()
+    sup = Supervisor(handle, world, ctx, target, static_watchdog(payload.spec)(progress, phase))
+    handle._attach(sup, keep=store)
+    sup.start()
     return handle

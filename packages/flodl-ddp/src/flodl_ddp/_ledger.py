@@ -1,9 +1,11 @@
-"""What one rank writes down during an epoch: time by kind, batches, averaging rounds, the loss,
-and the timeline spans.
+"""What the ranks write down during an epoch: one rank's numbers since the last round
+(:class:`RankLedger`), everyone's numbers of the epoch (:class:`EpochTally`), and the timeline.
 
-The rank's engine adds to an :class:`EpochLedger` as the epoch runs; at the epoch's end the
-ledger's :meth:`~EpochLedger.payload` is exchanged with the other ranks and every rank builds
-the same :class:`~flodl_ddp.EpochMetrics` from all of them.
+A rank adds to its :class:`RankLedger` as it trains. At each averaging round (cadence, async) or
+at the epoch's end (sync) it hands its numbers (:meth:`RankLedger.take`) to the round's exchange,
+and every rank adds every rank's numbers to its :class:`EpochTally`: identical on every rank,
+so any of them can build the epoch's :class:`~flodl_ddp.EpochMetrics`, and an elastic run keeps
+the numbers of a rank that died after its windows were committed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+# the numbers a rank hands to a round, summed per rank over the epoch
+SUMMED = ("loss_sum", "loss_n", "batches", "compute", "sync", "idle", "comm_bytes")
 
 
 def peak_memory(device: torch.device) -> int:
@@ -34,8 +39,8 @@ def finite(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if not isinstance(v, float) or math.isfinite(v)}
 
 
-class EpochLedger:
-    """One rank's running totals for the current epoch, and its timeline (if any).
+class RankLedger:
+    """One rank's running numbers since the last round, and its timeline (if any).
 
     Args:
         rank: this rank.
@@ -47,53 +52,33 @@ class EpochLedger:
         self.rank = rank
         self.timeline = timeline
         self.t0 = t0
-        self.reset()
+        self.numbers: dict[str, float] = dict.fromkeys(SUMMED, 0.0)
+        self._loss: Tensor | None = None
 
-    def reset(self) -> None:
-        """Start a new epoch."""
-        self.compute = 0.0
-        self.sync = 0.0
-        self.idle = 0.0
-        self.batches = 0
-        self.syncs = 0
-        self.comm_bytes = 0
-        self.sync_max_ms: list[float] = []
-        self.loss_total = 0.0
-        self.loss_n = 0
-        self._loss_sum: Tensor | None = None
+    def add(self, **amounts: float) -> None:
+        """``add(compute=0.01, batches=3)``: add to this rank's numbers."""
+        for k, v in amounts.items():
+            self.numbers[k] += v
 
     def add_loss(self, loss: Tensor) -> None:
         """Accumulate a detached scalar loss on its device (no host sync per batch)."""
         d = loss.detach().float()
-        self._loss_sum = d if self._loss_sum is None else self._loss_sum + d
+        self._loss = d if self._loss is None else self._loss + d
 
     def flush_loss(self, batches: int) -> None:
         """Move the device-side sum to the host (once per round: one sync instead of one per
         batch), counting ``batches`` batches."""
-        if self._loss_sum is not None:
-            self.loss_total += float(self._loss_sum)
-            self.loss_n += batches
-            self._loss_sum = None
+        if self._loss is not None:
+            self.numbers["loss_sum"] += float(self._loss)
+            self.numbers["loss_n"] += batches
+            self._loss = None
 
-    def payload(
-        self, host: str, device: torch.device, wall_s: float, sums: dict, counts: dict
-    ) -> dict:
-        """This rank's numbers of the epoch, for the end-of-epoch exchange (JSON types)."""
-        return {
-            "host": host,
-            "device": str(device),
-            "peak_memory": peak_memory(device),
-            "loss_sum": self.loss_total,
-            "loss_n": self.loss_n,
-            "batches": self.batches,
-            "compute": self.compute,
-            "sync": self.sync,
-            "idle": self.idle,
-            "comm_bytes": self.comm_bytes,
-            "wall": wall_s,
-            "sums": sums,
-            "counts": counts,
-        }
+    def take(self, sums: dict[str, float], counts: dict[str, int]) -> dict[str, Any]:
+        """The numbers since the last round with the recorded scalars (JSON types), and start
+        again."""
+        out: dict[str, Any] = {**self.numbers, "sums": sums, "counts": counts}
+        self.numbers = dict.fromkeys(SUMMED, 0.0)
+        return out
 
     # ---- timeline -----------------------------------------------------------------------------
 
@@ -116,3 +101,67 @@ class EpochLedger:
             return
         (kind, value), *rest = fields.items()
         self.timeline.event(kind, time.time() - self.t0, epoch=value, **dict(rest))
+
+
+class EpochTally:
+    """Every rank's numbers of the current epoch, identical on every rank.
+
+    ``ranks[r]`` holds the summed numbers (:data:`SUMMED`), the recorded scalars' ``sums`` and
+    ``counts``, and the last ``wall``, ``peak_memory``, ``host``, ``device`` rank ``r`` sent.
+    """
+
+    def __init__(self, world: int, hosts: list[str], devices: list[str]) -> None:
+        self.hosts = hosts
+        self.devices = devices
+        self.world = world
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new epoch."""
+        self.ranks: list[dict[str, Any]] = [
+            {
+                **dict.fromkeys(SUMMED, 0.0),
+                "sums": {},
+                "counts": {},
+                "wall": 0.0,
+                "peak_memory": 0,
+                "host": self.hosts[r],
+                "device": self.devices[r],
+            }
+            for r in range(self.world)
+        ]
+        self.syncs = 0
+        self.sync_ms: list[float] = []
+        self.eval: Any = None
+
+    def add(self, parts: list[dict[str, Any] | None]) -> None:
+        """One round's numbers of every rank (``None``: a rank that sent none)."""
+        for mine, got in zip(self.ranks, parts, strict=True):
+            if got is None:
+                continue
+            for k in SUMMED:
+                mine[k] += got.get(k, 0.0)
+            for name, v in got.get("sums", {}).items():
+                mine["sums"][name] = mine["sums"].get(name, 0.0) + v
+                mine["counts"][name] = mine["counts"].get(name, 0) + got["counts"][name]
+            for k in ("wall", "peak_memory"):
+                if k in got:
+                    mine[k] = got[k]
+            if got.get("eval") is not None:
+                self.eval = got["eval"]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "ranks": self.ranks,
+            "syncs": self.syncs,
+            "sync_ms": self.sync_ms,
+            "eval": self.eval,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ranks = [
+            dict(r, sums=dict(r["sums"]), counts=dict(r["counts"])) for r in state["ranks"]
+        ]
+        self.syncs = int(state["syncs"])
+        self.sync_ms = [float(x) for x in state["sync_ms"]]
+        self.eval = state["eval"]

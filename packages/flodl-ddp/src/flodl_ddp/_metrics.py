@@ -1,8 +1,9 @@
 """What a run reports per epoch: :class:`EpochMetrics`, :func:`record_scalar`, monitor wiring.
 
-Every rank keeps its own per-epoch sums (losses, batches, compute / sync / idle time, recorded
-scalars); the numbers of all ranks travel with the averaging round's small exchange, so every
-rank can build the same :class:`EpochMetrics`. The launching process receives rank 0's copy.
+Every rank hands its numbers (losses, batches, compute / sync / idle time, recorded scalars) to
+each averaging round's small exchange (sync: the epoch's end), so every rank can build the same
+:class:`EpochMetrics` from its tally (:mod:`flodl_ddp._ledger`). The launching process
+receives one copy; :class:`Progress` reports come between them when asked for.
 """
 
 from __future__ import annotations
@@ -150,6 +151,29 @@ class EpochMetrics:
         return out
 
 
+@dataclass(frozen=True)
+class Progress:
+    """A report within an epoch (``reports_per_epoch``): the loss curve between epoch points.
+
+    Attributes:
+        epoch: the epoch it belongs to.
+        fraction: the share of the epoch's batches trained so far, in (0, 1).
+        loss: mean training loss of the epoch so far (every rank's batches in cadence and async;
+            rank 0's in sync, whose ranks step in lockstep on one model).
+        samples: samples trained so far in the epoch, every rank together.
+    """
+
+    epoch: int
+    fraction: float
+    loss: float
+    samples: int
+
+    @property
+    def step(self) -> float:
+        """Where it falls on the epoch axis: ``epoch + fraction``."""
+        return self.epoch + self.fraction
+
+
 def rank_path(host: str, rank: int) -> str:
     """The record-tree leaf of a rank: ``root/<host>/rank<r>`` (host made path-safe)."""
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in host) or "host"
@@ -215,14 +239,14 @@ def combine_ranks(
     total_batches = sum(d["batches"] for d in ranks) or 1
     per_rank = []
     for r, d in enumerate(ranks):
-        samples = d["batches"] * batch_size
+        samples = int(d["batches"]) * batch_size
         per_rank.append(
             RankMetrics(
                 rank=r,
                 host=d["host"],
                 device=d["device"],
                 loss=d["loss_sum"] / d["loss_n"] if d["loss_n"] else math.nan,
-                batches=d["batches"],
+                batches=int(d["batches"]),
                 samples=samples,
                 throughput=samples / epoch_s if epoch_s > 0 else 0.0,
                 compute_ms=d["compute"] * 1000.0,

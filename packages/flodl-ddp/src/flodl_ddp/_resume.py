@@ -2,42 +2,45 @@
 
 A checkpoint folder holds, for the last epoch written:
 
-- ``model-eNNNNN.fdl``: the model (:func:`flodl_core.save_checkpoint`);
-- ``trainer-eNNNNN.state``: a flodl state file (no pickle) with every rank's optimizer state,
-  RNG state and scheduler position, and the shared state: ElChe, guard, meta-controller, outer
-  optimizer and global weights, async overshoot, epoch and global step;
-- ``latest.json``: names the two files above. It is written last, atomically, so it always
-  points at a complete pair; older pairs are removed after it.
+- ``model-eNNNNN.fdl``: the model (:func:`flodl_core.save_checkpoint`, CRC-checked entries);
+- ``trainer-eNNNNN.state``: a flodl state file (no pickle) with the engine's shared state
+  (ElChe, guard, meta-controller, outer optimizer and global weights, async overshoot, epoch and
+  global step) and every rank's private state (optimizer, RNG, scheduler position);
+- ``latest.json``: names the two files above and the SHA-256 of the state file. It is written
+  last, atomically, so it always points at a complete pair; older pairs, and the temporary
+  files of a write that was killed, are removed after it.
 
-Rank 0 writes everything (the other ranks send their private state through the store), so the
-folder only has to be reachable from rank 0's host. Checkpoints are taken at epoch ends; a
-resumed run starts at the next epoch with the data order, RNG and optimizer state it would have
-had, so a resumed run on CPU continues bit for bit like the run that was never stopped.
+Rank 0 writes everything; the other ranks send their private state to it over the process group
+(one gather of byte tensors: an Adam state of 10 M parameters is 80 MB, past what a store value
+may hold), so the folder only has to be reachable from rank 0's host. Checkpoints are taken at
+epoch ends; a resumed run starts at the next epoch with the data order, RNG and optimizer state
+it would have had, so a resumed run on CPU continues bit for bit like the run that was never
+stopped. A file that changed since it was written fails the resume before anything is loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
+import torch.distributed as dist
 
 from flodl_core import CheckpointError, ConfigError, atomic_write
 from flodl_core.checkpoint import load_checkpoint, read_state_file, save_checkpoint, save_state_file
 
-if TYPE_CHECKING:
-    from ._rank import RankEngine
-
 FORMAT = "flodl-ddp-checkpoint"
-VERSION = 1
+VERSION = 2
 LATEST = "latest.json"
 
 
 class DdpTrainerState:
-    """The shared part of a checkpoint as a ``state_dict()`` holder for ``save_state_file``."""
+    """The trainer state of a checkpoint, as ``save_state_file`` takes it (its class names the
+    file's kind)."""
 
     def __init__(self, state: dict[str, Any]) -> None:
         self._state = state
@@ -49,65 +52,83 @@ class DdpTrainerState:
         self._state = state
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    atomic_write(path, text)
+class Checkpointed(Protocol):
+    """What a checkpoint reads from and writes into (the rank engine)."""
+
+    rank: int
+    world: int
+    model: torch.nn.Module
+
+    def shared_state(self) -> dict[str, Any]: ...
+    def load_shared_state(self, state: dict[str, Any]) -> None: ...
+    def rank_state(self) -> dict[str, Any]: ...
+    def load_rank_state(self, state: dict[str, Any]) -> None: ...
 
 
-def rank_state_bytes(engine: RankEngine) -> bytes:
-    """This rank's private state (optimizer, RNG, scheduler), serialised for rank 0."""
-    state: dict[str, Any] = {
-        "optimizer": engine.optimizer.state_dict(),
-        "rng": torch.get_rng_state(),
-        "sched_step": engine._sched_step,
-    }
-    if engine.device.type == "cuda":
-        state["cuda_rng"] = torch.cuda.get_rng_state(engine.device)
-    if engine.scheduler is not None and callable(getattr(engine.scheduler, "state_dict", None)):
-        state["scheduler"] = engine.scheduler.state_dict()
-    if engine.averager.alpha is not None:  # EASGD: replicas differ, keep each one
-        state["params"] = [p.detach().to("cpu", copy=True) for p in engine.model.parameters()]
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    return buf.getvalue()
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
-def save_checkpoint_from(engine: RankEngine, epoch: int) -> None:
+def gather_to_first(blob: bytes, rank: int, world: int) -> list[bytes] | None:
+    """Every rank's ``blob`` on rank 0 (``None`` elsewhere), over the default process group:
+    the lengths first, then one gather of byte tensors padded to the longest."""
+    if world == 1:
+        return [blob]
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    n = torch.tensor([len(blob)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(n) for _ in range(world)]
+    dist.all_gather(sizes, n)
+    width = max(int(s) for s in sizes)
+    mine = torch.zeros(width, dtype=torch.uint8)
+    if blob:
+        mine[: len(blob)] = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    mine = mine.to(device)
+    out = [torch.zeros_like(mine) for _ in range(world)] if rank == 0 else None
+    dist.gather(mine, out, dst=0)
+    if out is None:
+        return None
+    return [bytes(t[: int(s)].cpu().numpy().tobytes()) for t, s in zip(out, sizes, strict=True)]
+
+
+def save_checkpoint_from(engine: Checkpointed, epoch: int, folder: str | os.PathLike[str]) -> None:
     """Write the checkpoint of the epoch that just ended (a collective: every rank calls it)."""
-    parts = engine.comm.gather_bytes("ck", rank_state_bytes(engine))
-    if engine.rank != 0:
+    buf = io.BytesIO()
+    torch.save(engine.rank_state(), buf)
+    parts = gather_to_first(buf.getvalue(), engine.rank, engine.world)
+    if parts is None:
         return
-    assert parts is not None
     ranks = [torch.load(io.BytesIO(b), weights_only=True) for b in parts]
-    shared: dict[str, Any] = {
+    shared = {
         "format": FORMAT,
         "version": VERSION,
         "epoch": epoch,
-        "next_epoch": epoch + 1,
-        "global_step": engine.global_step,
-        "window": engine.window,
         "world_size": engine.world,
-        "mode": engine.mode.name,
-        "elche": engine.elche.state_dict(),
-        "guard": engine.guard.state_dict(),
-        "meta": engine.meta.state_dict() if engine.meta is not None else None,
-        "averager": engine.averager.state_dict(),
-        "overshoot": engine.overshoot.state_dict(),
+        "engine": engine.shared_state(),
         "ranks": ranks,
     }
-    folder = Path(engine.cfg.checkpoint_path)  # type: ignore[arg-type]
-    folder.mkdir(parents=True, exist_ok=True)
-    model_name = f"model-e{epoch:05d}.fdl"
-    state_name = f"trainer-e{epoch:05d}.state"
-    save_checkpoint(engine.model, folder / model_name, metadata={"epoch": str(epoch)})
-    save_state_file(DdpTrainerState(shared), folder / state_name)
-    latest = {"format": FORMAT, "version": VERSION, "epoch": epoch}
-    latest.update(model=model_name, state=state_name)
-    _write_text_atomic(folder / LATEST, json.dumps(latest, indent=1))
-    for old in folder.iterdir():
-        if old.name.startswith(("model-e", "trainer-e")) and old.name not in (
-            model_name,
-            state_name,
-        ):
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    model_name, state_name = f"model-e{epoch:05d}.fdl", f"trainer-e{epoch:05d}.state"
+    save_checkpoint(engine.model, root / model_name, metadata={"epoch": str(epoch)})
+    save_state_file(DdpTrainerState(shared), root / state_name)
+    latest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "epoch": epoch,
+        "model": model_name,
+        "state": state_name,
+        "state_sha256": _sha256(root / state_name),
+    }
+    atomic_write(root / LATEST, json.dumps(latest, indent=1))
+    for old in root.iterdir():
+        name = old.name
+        stale = name.startswith(("model-e", "trainer-e")) and name not in (model_name, state_name)
+        killed = name.startswith((".model-e", ".trainer-e", f".{LATEST}")) and name.endswith(".tmp")
+        if stale or killed:
             old.unlink(missing_ok=True)
 
 
@@ -116,6 +137,8 @@ def read_latest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
     p = Path(path)
     folder = p.parent if p.name == LATEST else p
     index = folder / LATEST
+    if not folder.is_dir():
+        raise CheckpointError(f"resume path {str(path)!r} does not exist (no such folder)")
     if not index.is_file():
         raise CheckpointError(
             f"resume path {str(path)!r} holds no {LATEST}; expected a folder written by "
@@ -130,36 +153,23 @@ def read_latest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
     return folder, latest
 
 
-def load_checkpoint_into(engine: RankEngine, path: str | os.PathLike[str]) -> None:
+def load_checkpoint_into(engine: Checkpointed, path: str | os.PathLike[str]) -> None:
     """Restore ``engine`` (model, optimizer, RNG, shared state) from a checkpoint folder."""
     folder, latest = read_latest(path)
-    kind, shared = read_state_file(folder / latest["state"])
+    state_file = folder / latest["state"]
+    if not state_file.is_file() or _sha256(state_file) != latest.get("state_sha256"):
+        raise CheckpointError(
+            f"{state_file} is missing or changed since it was written (its SHA-256 does not "
+            f"match {folder / LATEST}); resume from an intact checkpoint"
+        )
+    kind, shared = read_state_file(state_file)
     if kind != DdpTrainerState.__qualname__ or shared.get("format") != FORMAT:
-        raise CheckpointError(f"{folder / latest['state']} is not a distributed trainer state")
+        raise CheckpointError(f"{state_file} is not a distributed trainer state")
     if shared["world_size"] != engine.world:
         raise ConfigError(
             f"checkpoint {folder} was written by {shared['world_size']} ranks; this run has "
             f"{engine.world}. Resume with the same number of devices"
         )
     load_checkpoint(engine.model, folder / latest["model"])
-    mine = shared["ranks"][engine.rank]
-    engine.optimizer.load_state_dict(mine["optimizer"])
-    if "params" in mine:
-        with torch.no_grad():
-            for p, t in zip(engine.model.parameters(), mine["params"], strict=True):
-                p.copy_(t)
-    engine._sched_step = int(mine.get("sched_step", 0))
-    if engine.scheduler is not None and "scheduler" in mine:
-        engine.scheduler.load_state_dict(mine["scheduler"])
-    engine.elche.load_state_dict(shared["elche"])
-    engine.guard.load_state_dict(shared["guard"])
-    if engine.meta is not None and shared.get("meta") is not None:
-        engine.meta.load_state_dict(shared["meta"])
-    engine.averager.load_state_dict(shared["averager"])
-    engine.overshoot.load_state_dict(shared["overshoot"])
-    engine.start_epoch = int(shared["next_epoch"])
-    engine.global_step = int(shared["global_step"])
-    engine.window = int(shared["window"])
-    torch.set_rng_state(mine["rng"])
-    if "cuda_rng" in mine and engine.device.type == "cuda":
-        torch.cuda.set_rng_state(mine["cuda_rng"], engine.device)
+    engine.load_rank_state(shared["ranks"][engine.rank])
+    engine.load_shared_state(shared["engine"])

@@ -1,33 +1,35 @@
 """An averaging round of the cadence and async policies, from arrival to the next window's counts.
 
-Every rank calls :meth:`AveragingRound.close` at the end of its window with the batches it ran.
-The round then, in the same order on every rank:
+Every member rank ends its window with a :class:`WindowReport`. The round then, in the same order
+on every rank:
 
-1. exchanges arrivals (batches run, whether the rank has data left, whether it holds batches
-   of its own or of a claimed block; through shared memory on one host, else the store) — the
-   wait here is *idle* time; with same-host shared memory each rank first copies its replica
-   into its slot (*sync* time), and the exchange tells the others that it is there. A rank's
-   "data left" can be stale: it saw unclaimed pool blocks when it stopped, and a peer then
-   claimed and ran them all. So when no rank holds batches, the shared pool counter settles
-   it, read after the arrivals: no rank claims between the arrival exchange and the next one,
-   so every rank reads the same value and an epoch does not end with an empty window (a whole
-   averaging round, ~1 ms a logistic-regression epoch of ~30 ms, for nothing);
-2. averages the replicas, weighted by batches (:class:`~flodl_ddp._average.Averager`) — *sync*
-   time;
-3. exchanges the window's compute time, divergence, sync time and boundary time (idle plus
-   sync: what the window boundary cost, as a blocking collective would measure it), and feeds
-   these numbers, identical on every rank, to the guard, ElChe (whose overhead is the slowest
-   rank's boundary time over the longest compute time), the meta-controller and the async
-   overshoot. The last window of an epoch, cut short where a rank's data ran out, never grows
-   ElChe's anchor: its overhead reading is a short window's, not the anchor's.
+1. :meth:`AveragingRound.average` exchanges arrivals (batches run, whether the rank has data
+   left, whether it holds batches of its own or of a claimed block) — the wait here is *idle*
+   time; with shared memory each rank first copies its replica into its slot (*sync* time), and
+   the exchange tells the others that it is there. A rank's "data left" can be stale: it saw
+   unclaimed pool blocks when it stopped, and a peer then claimed and ran them all. So when no
+   rank holds batches, the shared pool counter settles it, read after the arrivals: no rank
+   claims between the arrival exchange and the next one, so every rank reads the same value and
+   an epoch does not end with an empty window. Then it averages the replicas, weighted by
+   batches (:class:`~flodl_ddp._average.Averager`) — *sync* time;
+2. :meth:`AveragingRound.settle` exchanges each rank's numbers: the window's compute time,
+   divergence, sync time and boundary time (idle plus sync: what the window boundary cost, as a
+   blocking collective would measure it), and what the rank trained since the last round
+   (batches, loss, recorded scalars; at an epoch's end also its wall time and evaluation). Every
+   rank adds them to the epoch's tally and feeds the same numbers to the guard, ElChe (whose
+   overhead is the slowest rank's boundary time over the longest compute time), the
+   meta-controller and the async overshoot. The last window of an epoch, cut short where a
+   rank's data ran out, never grows ElChe's anchor: its overhead reading is a short window's.
 
-So every rank leaves the round with the same counts, anchor and "epoch finished" verdict.
+So every member leaves the round with the same counts, anchor, tally and "epoch finished"
+verdict. Ranks that are not members of the window (elastic runs) send nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -35,20 +37,50 @@ import torch
 from ._average import Averager
 from ._comm import Comm
 from ._elche import ElChe
-from ._gate import gate_keys
-from ._ledger import EpochLedger, now
-from ._policy import Overshoot
-from ._verdicts import GuardStep
+from ._errors import DdpError, PeerError
+from ._gate import Overshoot, gate_keys
+from ._guards import ActionKind, ConvergenceAction, DivergenceReport
+from ._ledger import EpochTally, RankLedger, now
 
 
 @dataclass(frozen=True)
-class RoundResult:
-    """What every rank agrees on after a round."""
+class WindowReport:
+    """How one rank's window ended."""
+
+    window: int
+    """The window's number (names its gate keys)."""
+    done: int
+    """Batches the rank ran in the window."""
+    more: bool
+    """Whether it saw data left in the epoch (may be stale, see the module doc)."""
+    in_hand: bool
+    """Whether it still holds batches of its own slice or of a claimed block."""
+    compute_s: float
+    """Its training time in the window (slowdown included)."""
+    started: float
+    """:func:`~flodl_ddp._ledger.now` at the window's start."""
+    throttled: bool = False
+    """Whether it stopped because it led by ``max_batch_diff``."""
+    drained: Callable[[], bool] | None = None
+    """Whether the epoch's pool is all claimed (one counter read); ``None``: no pool."""
+
+
+@dataclass
+class Arrival:
+    """What every member agreed on in :meth:`AveragingRound.average`."""
 
     actual: list[int]
-    """Batches each rank ran in the window."""
+    """Batches each rank ran in the window (0 for a rank that is not a member)."""
     finished: bool
-    """No rank has data left in the epoch."""
+    """No member has data left in the epoch."""
+    cut: bool
+    """Some member's data ran out: the window was cut short."""
+    divergence: float
+    times: dict[str, float] = field(default_factory=dict)
+
+
+def _members_of(got: Sequence[bytes], members: Sequence[int]) -> list[Any]:
+    return [json.loads(b) if r in members and b else None for r, b in enumerate(got)]
 
 
 class AveragingRound:
@@ -56,8 +88,6 @@ class AveragingRound:
 
     def __init__(
         self,
-        rank: int,
-        world: int,
         comm: Comm,
         device: torch.device,
         averager: Averager,
@@ -65,9 +95,10 @@ class AveragingRound:
         guard: Any,
         meta: Any,
         overshoot: Overshoot,
+        tally: EpochTally,
+        ledger: RankLedger,
     ) -> None:
-        self.rank = rank
-        self.world = world
+        self.rank = comm.rank
         self.comm = comm
         self.device = device
         self.averager = averager
@@ -75,111 +106,126 @@ class AveragingRound:
         self.guard = guard
         self.meta = meta
         self.overshoot = overshoot
+        self.tally = tally
+        self.ledger = ledger
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def close(
-        self,
-        window: int,
-        done: int,
-        more: bool,
-        compute_s: float,
-        throttled: bool,
-        lr: float,
-        ledger: EpochLedger,
-        window_start: float,
-        in_hand: bool | None = None,
-        drained: Callable[[], bool] | None = None,
-    ) -> RoundResult:
-        """End window ``window``: this rank ran ``done`` batches in ``compute_s`` seconds and
-        has (``more``) or has not data left; the ledger gets the round's times and spans.
-
-        ``in_hand``: whether the rank still holds batches (of its own slice or of a claimed
-        block), as opposed to only having seen unclaimed pool blocks (default: ``more``).
-        ``drained()``: whether the epoch's pool is all claimed, read after every rank has
-        arrived (the same answer on every rank); ``None``: ``more`` is taken as it is.
-        """
-        if in_hand is None:
-            in_hand = more
-        compute_end = now()
+    def average(self, report: WindowReport, members: Sequence[int]) -> Arrival:
+        """Stage 1 (module doc): arrivals, then the weighted average of the members."""
+        t_end = now()
         sent = self.averager.bytes_sent
-        # With shared memory the rank's copy goes into its slot before it says it has arrived
         self._synchronize()
-        self.averager.stage()
+        self.averager.stage()  # with shared memory the slot is written before the arrival
         staged = now()
-        got = self.comm.exchange("n", [float(done), float(more), float(in_hand)])
-        actual = [int(v[0]) for v in got]
-        finished = not any(v[1] for v in got)
-        if not finished and drained is not None and not any(v[2] for v in got):
-            finished = drained()
-        # A rank whose share of the epoch ran out ran a short window and then waited: its
-        # boundary over so little compute says nothing about how long a window should be.
-        cut = not all(v[1] for v in got)
+        mine = {"done": report.done, "more": report.more, "hand": report.in_hand}
+        got = _members_of(self.comm.exchange_bytes("n", json.dumps(mine).encode()), members)
+        here = [g for g in got if g is not None]
+        for g in here:
+            if "left" in g:
+                raise PeerError(
+                    f"rank {g['left']} left the epoch before its end; every rank must run each "
+                    "epoch of session.epoch(n) to its end (the ranks count batches to know "
+                    "when to average)",
+                    rank=self.rank,
+                )
+        actual = [g["done"] if g is not None else 0 for g in got]
+        finished = not any(g["more"] for g in here)
+        if not finished and report.drained is not None and not any(g["hand"] for g in here):
+            finished = report.drained()
+        cut = not all(g["more"] for g in here)
         idle_end = now()
         total = sum(actual)
-        weights = [a / total if total > 0 else 1.0 / self.world for a in actual]
-        div = self.averager.average(weights[self.rank], weights)
+        weights = [
+            a / total if total > 0 else (1.0 / len(members) if r in members else 0.0)
+            for r, a in enumerate(actual)
+        ]
+        div = self.averager.average(weights, members, self.rank)
         self._synchronize()
-        ledger.comm_bytes += self.averager.bytes_sent - sent
         sync_end = now()
-        sync_ms = (sync_end - idle_end + staged - compute_end) * 1000.0
-        # What the boundary cost this rank: the wait for the others plus the averaging, as a
-        # blocking collective would measure it. ElChe tunes the window length against this.
-        boundary_ms = (sync_end - compute_end) * 1000.0
-        stats = self.comm.exchange("s", [compute_s * 1000.0, div, sync_ms, boundary_ms])
-        if self.rank == 0 and window > 2:
-            for key in gate_keys(window - 2):
-                self.comm.drop_counter(key)
-        self._feed(actual, stats, throttled, cut, lr, ledger)
-        ledger.compute += compute_s
-        ledger.idle += idle_end - staged
-        ledger.sync += sync_ms / 1000.0
-        ledger.batches += done
-        ledger.syncs += 1
-        ledger.sync_max_ms.append(max(s[2] for s in stats))
-        ledger.span("compute", window_start, compute_end)
+        led = self.ledger
+        led.add(
+            comm_bytes=self.averager.bytes_sent - sent,
+            compute=report.compute_s,
+            idle=idle_end - staged,
+            sync=sync_end - idle_end + staged - t_end,
+            batches=report.done,
+        )
+        led.span("compute", report.started, t_end)
         if self.averager.shared:
-            ledger.span("sync", compute_end, staged)
-        ledger.span("idle", staged, idle_end)
-        ledger.span("sync", idle_end, sync_end)
-        return RoundResult(actual, finished)
+            led.span("sync", t_end, staged)
+        led.span("idle", staged, idle_end)
+        led.span("sync", idle_end, sync_end)
+        times = {
+            "ms": report.compute_s * 1000.0,
+            "div": div,
+            "sync_ms": (sync_end - idle_end + staged - t_end) * 1000.0,
+            "boundary_ms": (sync_end - t_end) * 1000.0,
+        }
+        return Arrival(actual, finished, cut, div, times)
 
-    def _feed(
+    def settle(
+        self,
+        arrival: Arrival,
+        members: Sequence[int],
+        report: WindowReport,
+        lr: float,
+        numbers: dict[str, Any],
+    ) -> None:
+        """Stage 2 (module doc): every rank's numbers into the tally and the controllers."""
+        payload = json.dumps({**arrival.times, **numbers}).encode()
+        got = _members_of(self.comm.exchange_bytes("s", payload), members)
+        if self.rank == min(members) and report.window > 2:
+            for key in gate_keys(report.window - 2):
+                self.comm.drop_counter(key)
+        self.tally.add(got)
+        self.tally.syncs += 1
+        self.tally.sync_ms.append(max(g["sync_ms"] for g in got if g is not None))
+        self.feed(arrival.actual, got, members, report.throttled, arrival.cut, lr)
+
+    def feed(
         self,
         actual: list[int],
-        stats: list[list[float]],
+        got: list[Any],
+        members: Sequence[int],
         throttled: bool,
         cut: bool,
         lr: float,
-        ledger: EpochLedger,
     ) -> None:
         """The round's numbers (identical on every rank) to guard, ElChe, meta, overshoot.
         A window cut short by the epoch's end (``cut``) never grows the anchor."""
-        walls = [s[0] for s in stats]
-        divs = [s[1] for s in stats]
-        sync_ms = max(s[2] for s in stats)
-        boundary_ms = max(s[3] for s in stats)
+        here = [g for g in got if g is not None]
+        divs = [g["div"] for g in here]
         elche = self.elche
         before = elche.anchor
-        verdict: GuardStep = self.guard.report(divs, max(actual))
-        if verdict.nudge is not None:
-            elche.nudge_anchor_down(verdict.nudge)
-        elif verdict.stable and elche.relax_up:
+        action = self.guard.report(DivergenceReport(per_rank=divs), max(actual), max(actual))
+        if not isinstance(action, ConvergenceAction):
+            raise DdpError(
+                f"the guard {type(self.guard).__name__} returned {action!r}; a guard's report() "
+                "must return a ConvergenceAction (STABLE, SUPPRESS_GROWTH or nudge_down(f))"
+            )
+        if action.kind is ActionKind.NUDGE_DOWN:
+            elche.nudge_anchor_down(float(action.factor or 0.5))
+        elif action.kind is ActionKind.STABLE and elche.relax_up:
             elche.relax_anchor_up()
-        grow = verdict.allow_growth and not cut
-        elche.report_timing(walls, actual, boundary_ms, allow_growth=grow)
+        walls = [g["ms"] if g is not None else 0.0 for g in got]
+        boundary = max(g["boundary_ms"] for g in here)
+        elche.report_timing(walls, actual, boundary, allow_growth=action.allows_growth and not cut)
         if self.meta is not None:
-            factor = self.meta.observe(lr, elche.anchor, verdict.action, elche.phase)
+            factor = self.meta.observe(lr, elche.anchor, action, elche.phase)
             if factor is not None:
                 elche.nudge_anchor_down(factor)
-        self.overshoot.after_round(verdict.stable, elche.anchor)
-        if self.rank == 0:
-            ledger.event("sync", sync_ms=sync_ms, d_max=max(divs))
+        stable = action.kind is ActionKind.STABLE
+        self.overshoot.after_round(stable, elche.anchor)
+        led = self.ledger
+        if self.rank == min(members):
+            led.event("sync", sync_ms=max(g["sync_ms"] for g in here), d_max=max(divs))
             if elche.anchor != before:
-                ledger.event("anchor_changed", old=before, new=elche.anchor)
-            if not verdict.stable:
-                ledger.event("guard", verdict=verdict.name, **self.guard.telemetry())
+                led.event("anchor_changed", old=before, new=elche.anchor)
+            if not stable:
+                telemetry = getattr(self.guard, "telemetry", dict)()
+                led.event("guard", verdict=action.kind.value, **telemetry)
         if throttled:
-            ledger.event("throttle", rank=self.rank)
+            led.event("throttle", rank=self.rank)

@@ -14,30 +14,45 @@ that initialises ``torch.distributed``); without either it runs as a world of on
 
 ``session.epoch(n)`` yields this rank's slice of epoch ``n``; the averaging happens inside the
 iteration, between two batches, when the policy says so. Iterate each epoch to its end on every
-rank: the ranks count batches to know when to average.
+rank: the ranks count batches to know when to average. A rank that leaves an epoch early makes
+the others fail at their next averaging with a :class:`DdpError` that names it, and fails itself
+at its next call.
+
+Started with plain ``python`` (no ``torchrun``, no process group of your own) the script is a
+world of one, and the session says so in a warning when the config mixes devices or asks for
+several ranks in any other way; ``torchrun --nproc-per-node N script.py`` makes N ranks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from ._comm import Comm, SoloComm
-from ._config import DdpConfig, check_config
+from flodl_core.data import as_batch_dataset
+
+from ._comm import Comm, SoloComm, StoreComm
+from ._config import DdpConfig
 from ._errors import DdpError
 from ._handle import TrainedState
-from ._launch import torchrun_env
+from ._launch import run_key
+from ._membership import StaticWorld
 from ._metrics import EpochMetrics
+from ._options import check_config, check_world
 from ._rank import RankContext, RankEngine
+from ._reduce import LocalReducer
+from ._torchrun import init_torchrun_group, torchrun_env
+from ._worker import static_reducer
+
+logger = logging.getLogger("flodl.ddp")
 
 _SESSIONS = itertools.count()  # every rank makes its sessions in the same order
 
@@ -57,34 +72,49 @@ class DdpSession:
     ) -> None:
         if not isinstance(config, DdpConfig):
             raise TypeError(f"config must be a DdpConfig, got {type(config).__name__}")
-        cfg = config.to_trainer_config()
-        mode = check_config(cfg, need_epochs=False)
+        spec = check_config(config.to_trainer_config(), need_epochs=False)
         self._created_pg = False
+        device = _model_device(model)
         if dist.is_available() and dist.is_initialized():
             rank, world = dist.get_rank(), dist.get_world_size()
         elif torchrun_env() is not None:
-            dev = _model_device(model)
-            backend = "cpu:gloo,cuda:nccl" if dev.type == "cuda" else "gloo"
-            from ._elastic_fallback import init_torchrun_group
-
             # restart-safe: a torchrun --max-restarts attempt never reads the last one's keys
-            init_torchrun_group(backend, timedelta(seconds=cfg.timeout_s))
+            init_torchrun_group(
+                "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo", spec.timeout_s
+            )
             self._created_pg = True
             rank, world = dist.get_rank(), dist.get_world_size()
         else:
             rank, world = 0, 1
+            logger.warning(
+                "ddp: Trainer.setup found no torchrun environment and no process group: this "
+                "script trains as a world of ONE rank. Start it with `torchrun --nproc-per-node "
+                "N script.py` (or initialise torch.distributed yourself) for N ranks"
+            )
+        check_world(spec, world, len(as_batch_dataset(spec.dataset)))
         if world > 1:
             from torch.distributed.distributed_c10d import _get_default_store
 
-            store = dist.PrefixStore(f"flodl-ddp-session{next(_SESSIONS)}", _get_default_store())
-            comm: Comm = Comm(store, rank, world)
+            key = run_key(f"session{next(_SESSIONS)}")
+            comm: Comm = StoreComm(
+                dist.PrefixStore(key, _get_default_store()), rank, world, spec.timeout_s
+            )
+            reducer = static_reducer(comm, spec)
         else:
-            comm = SoloComm()
-        device = _model_device(model)
-        if device.type == "cpu" and cfg.threads_per_rank is None and world > 1:
+            comm, reducer = SoloComm(), (lambda _a: LocalReducer())
+        if device.type == "cpu" and spec.threads_per_rank is None and world > 1:
             torch.set_num_threads(1)
-        ctx = RankContext(rank, world, device, socket.gethostname(), comm, time.time())
-        self._engine = RankEngine(cfg, mode, ctx, model, optim_factory)
+        ctx = RankContext(
+            rank,
+            world,
+            device,
+            socket.gethostname(),
+            comm,
+            time.time(),
+            reducer,
+            StaticWorld(world),
+        )
+        self._engine = RankEngine(spec, ctx, model, optim_factory)
         self._closed = False
 
     @property
@@ -139,12 +169,15 @@ class DdpSession:
             return
         self._closed = True
         self._engine.sink.uninstall()
-        if self.world_size > 1:
+        left = self._engine.left
+        if self.world_size > 1 and left is None:
             self._engine.comm.barrier("close")
             self._engine.comm.close()
         if self._created_pg:
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
+        if left is not None:
+            raise DdpError(left, rank=self.rank)
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -13,8 +13,10 @@ cannot find it (or find a different file: a random nonce in the header tells), a
 small for ``world`` copies of the model refuses the file up front; in both cases every rank
 keeps gloo.
 
-:func:`map_shared` (the file, made once for every rank) also serves the ranks' control counters
-(:mod:`flodl_ddp._shm_counters`).
+A rank attaches only to a file rank 0 made for this run: a regular file named
+``flodl-ddp-*.shm`` in the shared-memory folder, owned by this user, not a symbolic link, with
+the random nonce rank 0 sent. Anything else (another user's file, a planted link) is refused and
+the ranks keep gloo.
 
 Reuse is safe without a further barrier: a rank rewrites its slot at its next window end, after
 the round's closing exchange, which no rank passes before every rank has read all slots.
@@ -27,84 +29,25 @@ import json
 import mmap
 import os
 import socket
+import stat
 import tempfile
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from ._comm import Comm
-from ._errors import DdpError
 
 HEADER_BYTES = 64
 """Bytes before a shared file's payload: the nonce (16) and room to spare (keeps it aligned)."""
 _ALIGN = 64  # every region starts on a cache line
+PREFIX, SUFFIX = "flodl-ddp-", ".shm"
 
 
 def _shm_dir() -> str:
     """``/dev/shm`` where it is a writable folder (Linux: RAM-backed), else the temp folder."""
     d = "/dev/shm"
     return d if os.path.isdir(d) and os.access(d, os.W_OK) else tempfile.gettempdir()
-
-
-_QUICK_RETRIES = 200
-
-
-@contextlib.contextmanager
-def hold_lock(fd: int, timeout_s: float, owner: str, what: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` of a shared file through descriptor ``fd``.
-
-    Uncontended it is one system call. A holder keeps the lock for microseconds, so a
-    contended one is retried at once (yielding the core) a number of times, then with sleeps
-    growing from 0.1 to 1 ms (the shortest sleep lasts ~50 us on Linux); after ``timeout_s`` a
-    :class:`DdpError` says that ``owner`` waited for it over ``what``.
-    """
-    import fcntl  # POSIX only: callers check for flock before sharing a file
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        _wait_for_lock(fd, timeout_s, owner, what)
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _wait_for_lock(fd: int, timeout_s: float, owner: str, what: str) -> None:
-    import fcntl
-
-    for _ in range(_QUICK_RETRIES):
-        time.sleep(0)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-    deadline = time.monotonic() + timeout_s
-    pause = 1e-4
-    while True:
-        time.sleep(pause)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise DdpError(
-                    f"{owner}: waited {timeout_s:g} s for the lock ({what}); another rank holds "
-                    "it and does not let go (stopped or hung?)"
-                ) from None
-            pause = min(pause * 2, 1e-3)
-
-
-def release_mapping(mm: mmap.mmap, fd: int) -> None:
-    """Unmap a shared file and close this rank's descriptor of it (either may be gone)."""
-    with contextlib.suppress(BufferError, ValueError):
-        mm.close()
-    with contextlib.suppress(OSError):
-        os.close(fd)
 
 
 def host_label() -> str:
@@ -164,23 +107,12 @@ class SharedSlots:
         shared = map_shared(comm, "shm", cls.nbytes(specs, comm.world_size), eligible)
         if shared is None:
             return None
-        os.close(shared.fd)  # the mapping keeps the memory; slots need no lock
-        return cls(shared.mm, specs, comm.world_size, shared.path)
+        return cls(shared[0], specs, comm.world_size, shared[1])
 
 
-@dataclass
-class SharedFile:
-    """One file mapped by every rank (made by :func:`map_shared`)."""
-
-    mm: mmap.mmap
-    fd: int
-    """This rank's own descriptor of the file, still open (for ``flock``)."""
-    path: str
-    """Where the file was while the ranks mapped it (unlinked since)."""
-
-
-def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> SharedFile | None:
-    """A file of ``size`` bytes that rank 0 creates and every rank maps, or ``None`` on every
+def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mmap, str] | None:
+    """A file of ``size`` bytes that rank 0 creates and every rank maps (the mapping and the
+    path it had), or ``None`` on every
     rank when any rank cannot (another host, no writable folder, ``eligible`` false somewhere).
     Ranks that a cluster file puts on different hosts (:func:`host_label`) never share one, even
     when they could (network namespaces, containers sharing ``/dev/shm``): what they exchange
@@ -190,12 +122,11 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> SharedFile | 
     it returns: the mappings and descriptors keep the memory, and nothing is left behind.
     """
     rank = comm.rank
-    got: tuple[mmap.mmap, int] | None = None
+    got: mmap.mmap | None = None
     offer = b""
     if rank == 0 and eligible:
         with contextlib.suppress(OSError):
-            mm, fd, offer = _create(size)
-            got = (mm, fd)
+            got, offer = _create(size)
     offers = comm.exchange_bytes(tag, offer)
     path = ""
     if offers[0]:
@@ -210,16 +141,15 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> SharedFile | 
             os.unlink(path)
     if got is None or not all(v[0] for v in oks):
         if got is not None:
-            got[0].close()
-            os.close(got[1])
+            got.close()
         return None
-    return SharedFile(got[0], got[1], path)
+    return got, path
 
 
-def _create(size: int) -> tuple[mmap.mmap, int, bytes]:
-    """A new file of ``size`` bytes with a random nonce in its header, mapped; its open
-    descriptor; the offer that tells the other ranks where it is."""
-    fd, path = tempfile.mkstemp(prefix="flodl-ddp-", suffix=".shm", dir=_shm_dir())
+def _create(size: int) -> tuple[mmap.mmap, bytes]:
+    """A new file of ``size`` bytes with a random nonce in its header, mapped; the offer that
+    tells the other ranks where it is."""
+    fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=SUFFIX, dir=_shm_dir())  # mode 0600
     try:
         if hasattr(os, "posix_fallocate"):
             # Reserve the pages now: a full /dev/shm (64 MB in a default container) fails
@@ -229,32 +159,47 @@ def _create(size: int) -> tuple[mmap.mmap, int, bytes]:
             os.ftruncate(fd, size)
         mm = mmap.mmap(fd, size)
     except OSError:
-        os.close(fd)
         os.unlink(path)
         raise
+    finally:
+        os.close(fd)  # the mapping keeps the memory
     nonce = os.urandom(16)
     mm[:16] = nonce
     offer = {"path": path, "nonce": nonce.hex(), "host": host_label()}
-    return mm, fd, json.dumps(offer).encode()
+    return mm, json.dumps(offer).encode()
 
 
-def _attach(path: str, size: int, nonce: bytes) -> tuple[mmap.mmap, int] | None:
-    """Rank 0's file mapped here with its open descriptor, or ``None`` when it is not there
-    (another host) or is not the same file (its nonce differs)."""
+def _ours(path: str, st: os.stat_result) -> bool:
+    """Whether ``path`` is a file this run could have made: ``flodl-ddp-*.shm`` in the
+    shared-memory folder, a regular file owned by this user that nobody else may write."""
+    name = os.path.basename(path)
+    return (
+        os.path.dirname(os.path.abspath(path)) == os.path.abspath(_shm_dir())
+        and name.startswith(PREFIX)
+        and name.endswith(SUFFIX)
+        and stat.S_ISREG(st.st_mode)
+        and st.st_uid == os.getuid()
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def _attach(path: str, size: int, nonce: bytes) -> mmap.mmap | None:
+    """Rank 0's file mapped here, or ``None`` when it is not there (another host), is not the
+    same file (its nonce differs) or is not one this run could have made (:func:`_ours`)."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     try:
-        if os.fstat(fd).st_size != size:
-            os.close(fd)
+        st = os.fstat(fd)
+        if st.st_size != size or not _ours(path, st):
             return None
         mm = mmap.mmap(fd, size)
     except OSError:
-        os.close(fd)
         return None
+    finally:
+        os.close(fd)
     if mm[:16] != nonce:
         mm.close()
-        os.close(fd)
         return None
-    return mm, fd
+    return mm

@@ -26,7 +26,6 @@ Managed::
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
@@ -35,34 +34,17 @@ from torch import nn
 
 from flodl_core import ConfigError
 
-from ._affinity import check_bindable
-from ._config import (
-    DdpConfig,
-    TrainerConfig,
-    check_bool,
-    check_callable,
-    check_config,
-    check_float,
-    check_int,
-    check_slowdown,
-    check_world,
-)
+from ._config import DdpConfig, TrainerConfig
 from ._handle import DdpHandle
-from ._launch import (
-    RankPayload,
-    check_cuda_devices,
-    launch,
-    local_world,
-    normalise_devices,
-    summary_line,
-    torchrun_env,
-)
+from ._launch import start
 from ._modes import Backend, Mode, Policy, parse_mode
+from ._options import check_option
 
 
 class TrainerBuilder:
-    """Chained options of a managed run; :meth:`run` starts it. Each method validates its
-    argument at once (a :class:`~flodl_core.ConfigError` names it) and returns the builder.
+    """Chained options of a managed run; :meth:`run` starts it. Each method checks its
+    argument at once, by the option's one rule (a :class:`~flodl_core.ConfigError` names it),
+    and returns the builder.
 
     Required: :meth:`dataset`, :meth:`batch_size`, :meth:`num_epochs`.
     """
@@ -73,16 +55,20 @@ class TrainerBuilder:
         optim_factory: Callable[..., Any],
         train_step: Callable[..., Any],
     ) -> None:
-        check_callable("model_factory", model_factory)
-        check_callable("optim_factory", optim_factory)
-        check_callable("train_step", train_step)
+        for name, fn in (
+            ("model_factory", model_factory),
+            ("optim_factory", optim_factory),
+            ("train_step", train_step),
+        ):
+            if not callable(fn):
+                raise ConfigError(f"{name} must be callable, got {type(fn).__name__} {fn!r}")
         self._model_factory = model_factory
         self._optim_factory = optim_factory
         self._train_step = train_step
         self._cfg = TrainerConfig()
 
-    def _set(self, **kw: Any) -> TrainerBuilder:
-        self._cfg = replace(self._cfg, **kw)
+    def _set(self, name: str, value: Any) -> TrainerBuilder:
+        self._cfg = replace(self._cfg, **{name: check_option(name, value)})
         return self
 
     # ---- data and length ----------------------------------------------------------------------
@@ -94,219 +80,185 @@ class TrainerBuilder:
         proportional to their throughput)."""
         if ds is None:
             raise ConfigError("dataset must not be None")
-        return self._set(dataset=ds)
+        return self._set("dataset", ds)
 
     def batch_size(self, n: int) -> TrainerBuilder:
         """Samples per batch, per rank (> 0)."""
-        check_int("batch_size", n, 1)
-        return self._set(batch_size=n)
+        return self._set("batch_size", n)
 
     def num_epochs(self, n: int) -> TrainerBuilder:
         """Epochs to train (> 0)."""
-        check_int("num_epochs", n, 1)
-        return self._set(num_epochs=n)
+        return self._set("num_epochs", n)
 
     def batches_per_epoch(self, n: int) -> TrainerBuilder:
         """Cap the batches of all ranks together in one epoch."""
-        check_int("batches_per_epoch", n, 1)
-        return self._set(batches_per_epoch=n)
+        return self._set("batches_per_epoch", n)
 
     def seed(self, n: int) -> TrainerBuilder:
         """Seed of the model initialisation, data order and per-rank RNG (default 42)."""
-        check_int("seed", n, 0)
-        return self._set(seed=n)
+        return self._set("seed", n)
 
     # ---- devices and mode ---------------------------------------------------------------------
 
     def devices(self, devices: Sequence[Any]) -> TrainerBuilder:
         """One device per rank: ``["cuda:0", "cuda:1"]``, ``["cpu"] * 2``. Default: every GPU
         found without initialising CUDA, else one CPU rank."""
-        return self._set(devices=normalise_devices(devices))
+        return self._set("devices", devices)
 
     def mode(self, mode: str | Mode) -> TrainerBuilder:
         """One of ``nccl-sync``, ``nccl-cadence`` (default), ``nccl-async``, ``cpu-sync``,
         ``cpu-cadence``, ``cpu-async`` (``_`` for ``-`` and any case accepted)."""
-        return self._set(mode=parse_mode(mode))
+        return self._set("mode", mode)
 
     def policy(self, policy: Policy | str) -> TrainerBuilder:
         """Change only the policy (sync / cadence / async), keeping the backend."""
         p = policy if isinstance(policy, Policy) else _enum(Policy, "policy", policy)
-        return self._set(mode=Mode(p, parse_mode(self._cfg.mode).backend))
+        return self._set("mode", Mode(p, parse_mode(self._cfg.mode).backend))
 
     def backend(self, backend: Backend | str) -> TrainerBuilder:
         """Change only the backend (nccl / cpu), keeping the policy."""
         b = backend if isinstance(backend, Backend) else _enum(Backend, "backend", backend)
-        return self._set(mode=Mode(parse_mode(self._cfg.mode).policy, b))
+        return self._set("mode", Mode(parse_mode(self._cfg.mode).policy, b))
 
     def bf16_wire(self, on: bool = True) -> TrainerBuilder:
         """cpu backend: send bfloat16 over gloo (half the bytes, sums rounded to bf16)."""
-        return self._set(bf16_wire=check_bool("bf16_wire", on))
+        return self._set("bf16_wire", on)
 
     def shared_memory(self, on: bool = True) -> TrainerBuilder:
         """Same-host cadence / async averaging through shared memory instead of gloo (on by
         default; ranks on several hosts keep gloo whatever this says)."""
-        return self._set(shared_memory=check_bool("shared_memory", on))
+        return self._set("shared_memory", on)
 
     def threads_per_rank(self, n: int) -> TrainerBuilder:
         """torch threads per rank (default 1 on CPU ranks). With one device the run trains on a
         thread of this process, and ``n`` is set on that thread only."""
-        check_int("threads_per_rank", n, 1)
-        return self._set(threads_per_rank=n)
+        return self._set("threads_per_rank", n)
 
     def bind_cores(self, on: bool = True) -> TrainerBuilder:
         """Bind each rank process of this host to its own equal slice of the usable cores
         (Linux). Steadier and faster CPU ranks on a dedicated machine; leave it off where other
         work shares the cores. One device (trained in this process) is never bound."""
-        return self._set(bind_cores=check_bool("bind_cores", on))
+        return self._set("bind_cores", on)
 
     # ---- ElChe --------------------------------------------------------------------------------
 
     def anchor(self, n: int) -> TrainerBuilder:
         """Initial anchor: batches the slowest rank runs per averaging window (default 10)."""
-        check_int("anchor", n, 1)
-        return self._set(anchor=n)
+        return self._set("anchor", n)
 
     def max_anchor(self, n: int) -> TrainerBuilder:
         """Upper bound of the anchor's auto-tuning (default 1000)."""
-        check_int("max_anchor", n, 1)
-        return self._set(max_anchor=n)
+        return self._set("max_anchor", n)
 
     def min_anchor(self, n: int) -> TrainerBuilder:
         """Lower bound of the anchor's auto-tuning (default: the initial anchor)."""
-        check_int("min_anchor", n, 1)
-        return self._set(min_anchor=n)
+        return self._set("min_anchor", n)
 
     def overhead_target(self, f: float) -> TrainerBuilder:
         """Averaging time over compute time ElChe aims for, in [0.01, 0.50] (default 0.10)."""
-        check_float("overhead_target", f, 0.01, 0.50)
-        return self._set(overhead_target=float(f))
+        return self._set("overhead_target", f)
 
     def max_batch_diff(self, n: int) -> TrainerBuilder:
         """The most batches a fast rank may lead by; 0 = lockstep."""
-        check_int("max_batch_diff", n, 0)
-        return self._set(max_batch_diff=n)
+        return self._set("max_batch_diff", n)
 
     def speed_hint(self, slow_rank: int, ratio: float) -> TrainerBuilder:
         """Before measuring: ``slow_rank`` is the slowest and the others ``ratio`` times faster."""
-        check_int("speed_hint slow_rank", slow_rank, 0)
-        check_float("speed_hint ratio", ratio, 1.0)
-        return self._set(speed_hint=(slow_rank, float(ratio)))
+        return self._set("speed_hint", (slow_rank, ratio))
 
     def partition_ratios(self, ratios: Sequence[float]) -> TrainerBuilder:
         """Fixed per-rank data shares (one per rank) instead of throughput-proportional ones."""
-        if isinstance(ratios, (str, bytes)) or not isinstance(ratios, Sequence) or not ratios:
-            raise ConfigError(f"partition_ratios must be a list of numbers, got {ratios!r}")
-        for i, r in enumerate(ratios):
-            check_float(f"partition_ratios[{i}]", r, 0.0, low_open=True)
-        return self._set(partition_ratios=[float(r) for r in ratios])
+        return self._set("partition_ratios", ratios)
 
     def max_overshoot(self, n: int) -> TrainerBuilder:
         """async: the most extra batches a ready rank runs while waiting (default automatic)."""
-        check_int("max_overshoot", n, 0)
-        return self._set(max_overshoot=n)
+        return self._set("max_overshoot", n)
 
     # ---- convergence --------------------------------------------------------------------------
 
     def max_grad_norm(self, f: float) -> TrainerBuilder:
         """Clip each rank's gradient norm to ``f`` before its optimizer step."""
-        check_float("max_grad_norm", f, 0.0, low_open=True)
-        return self._set(max_grad_norm=float(f))
+        return self._set("max_grad_norm", f)
 
     def divergence_threshold(self, f: float) -> TrainerBuilder:
         """Threshold of the default ``TrendGuard`` (default 0.05)."""
-        check_float("divergence_threshold", f, 0.0, low_open=True)
-        return self._set(divergence_threshold=float(f))
+        return self._set("divergence_threshold", f)
 
     def guard(self, guard: Any) -> TrainerBuilder:
         """A convergence guard object (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own
         with ``report(report, k_used, k_max)``)."""
-        if not callable(getattr(guard, "report", None)):
-            raise ConfigError(f"guard must have a report() method, got {type(guard).__name__}")
-        return self._set(guard=guard)
+        return self._set("guard", guard)
 
     def no_divergence_guard(self) -> TrainerBuilder:
         """Use ``NoGuard``: the anchor may grow whatever the divergence."""
         from ._guards import NoGuard
 
-        return self._set(guard=NoGuard())
+        return self._set("guard", NoGuard())
 
     def meta_controller(self, on: bool = True) -> TrainerBuilder:
         """Turn on the LR-aware meta-controller (shrinks the anchor at LR cliffs)."""
-        return self._set(meta_controller=check_bool("meta_controller", on))
+        return self._set("meta_controller", on)
 
     def elche_relax_up(self, on: bool = True) -> TrainerBuilder:
         """After each averaging the guard calls stable, grow the anchor by one toward
         ``max_anchor`` (longer windows, fewer averagings), unless the fastest rank's count would
         then lead the anchor by more than ``max_batch_diff``."""
-        return self._set(elche_relax_up=check_bool("elche_relax_up", on))
+        return self._set("elche_relax_up", on)
 
     def easgd_alpha(self, alpha: float) -> TrainerBuilder:
         """cpu-async only: ``W := (1 - alpha) W + alpha W_avg`` at each averaging, alpha in
         (0, 1]."""
-        check_float("easgd_alpha", alpha, 0.0, 1.0, low_open=True)
-        return self._set(easgd_alpha=float(alpha))
+        return self._set("easgd_alpha", alpha)
 
     def outer_optimizer(self, outer: Any) -> TrainerBuilder:
         """An outer optimizer (``OuterAvg``, ``SlowMo``, ``DiLoCo``, ``TorchOuter``) applied to
         the consensus between averaging and write-back."""
-        if not callable(getattr(outer, "step", None)):
-            raise ConfigError(
-                f"outer_optimizer must have a step() method, got {type(outer).__name__}"
-            )
-        return self._set(outer_optimizer=outer)
+        return self._set("outer_optimizer", outer)
 
     # ---- learning rate ------------------------------------------------------------------------
 
     def scheduler(self, factory: Callable[..., Any]) -> TrainerBuilder:
         """``factory(optimizer, total_steps)`` -> a flodl ``Scheduler`` or an object with
         ``.step()``; driven by the global step (batches of all ranks together)."""
-        check_callable("scheduler", factory)
-        return self._set(scheduler=factory)
+        return self._set("scheduler", factory)
 
     def lr_scale_ratio(self, f: float) -> TrainerBuilder:
-        """lr is multiplied by ``1 + f * (world_size - 1)`` (default 1.0; 0 turns it off)."""
-        check_float("lr_scale_ratio", f, 0.0)
-        return self._set(lr_scale_ratio=float(f))
+        """lr is multiplied by ``1 + f * (world_size - 1)``; default: 1.0 in sync mode (the
+        linear scaling rule for its pooled batch), 0.0 in cadence and async (replicas step on
+        their own batches). The start-up line prints the lr the ranks train with."""
+        return self._set("lr_scale_ratio", f)
 
     # ---- seeing it ----------------------------------------------------------------------------
 
     def eval_fn(self, fn: Callable[[nn.Module], Any]) -> TrainerBuilder:
-        """``fn(model) -> float | dict``, run on rank 0 after each epoch (eval mode, no grad)."""
-        check_callable("eval_fn", fn)
-        return self._set(eval_fn=fn)
+        """``fn(model) -> float | dict``, run after each epoch (eval mode, no grad) on the
+        rank :meth:`eval_on` names (default: the fastest)."""
+        return self._set("eval_fn", fn)
 
     def metrics_fn(self, fn: Callable[[Any], None]) -> TrainerBuilder:
         """``fn(EpochMetrics)`` in the launching process after each epoch (errors are logged,
         training continues)."""
-        check_callable("metrics_fn", fn)
-        return self._set(metrics_fn=fn)
+        return self._set("metrics_fn", fn)
 
     def monitor(self, monitor: Any) -> TrainerBuilder:
         """A :class:`flodl_monitor.Monitor`: an epoch line per epoch, and every rank published
         into its record tree at ``root/<host>/rank<r>``. The run owns the tree (the monitor's
         own ``record_path`` is switched off)."""
-        if not callable(getattr(monitor, "log", None)) or not hasattr(monitor, "records"):
-            raise ConfigError(f"monitor must be a flodl_monitor.Monitor, got {type(monitor)}")
-        return self._set(monitor=monitor)
+        return self._set("monitor", monitor)
 
     def timeline(self, on: bool = True) -> TrainerBuilder:
         """Record per-rank compute / sync / idle spans; read them with ``handle.timeline()``."""
-        return self._set(timeline=check_bool("timeline", on))
+        return self._set("timeline", on)
 
     # ---- checkpoints --------------------------------------------------------------------------
 
     def checkpoint_every(self, n_epochs: int, path: str) -> TrainerBuilder:
         """Rank 0 writes a checkpoint to folder ``path`` every ``n_epochs`` epochs."""
-        check_int("checkpoint_every", n_epochs, 1)
-        if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
-            raise ConfigError(f"checkpoint path must be a path, got {path!r}")
-        return self._set(checkpoint_every=n_epochs, checkpoint_path=str(path))
+        return self._set("checkpoint_every", n_epochs)._set("checkpoint_path", path)
 
     def resume(self, path: str) -> TrainerBuilder:
         """Continue from the checkpoint folder ``path`` (same number of ranks)."""
-        if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
-            raise ConfigError(f"resume path must be a path, got {path!r}")
-        return self._set(resume=str(path))
+        return self._set("resume", path)
 
     # ---- testing ------------------------------------------------------------------------------
 
@@ -314,12 +266,11 @@ class TrainerBuilder:
         """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times as long per
         batch as its usual batch time (it sleeps the extra time, in pieces, and before it talks
         to the other ranks), to study heterogeneity on uniform hardware."""
-        return self._set(slowdown=check_slowdown(factors))
+        return self._set("slowdown", factors)
 
     def timeout(self, seconds: float) -> TrainerBuilder:
         """How long a collective or the rendezvous may wait before the run fails (default 300)."""
-        check_float("timeout_s", seconds, 0.0, low_open=True)
-        return self._set(timeout_s=float(seconds))
+        return self._set("timeout_s", seconds)
 
     # ---- ranks that die and come back ----------------------------------------------------------
 
@@ -345,7 +296,7 @@ class TrainerBuilder:
         )
         check_elastic(opts, max(min_ranks, 1) if isinstance(min_ranks, int) else 1)
         require_torchft()
-        return self._set(elastic=opts)
+        return self._set("elastic", opts)
 
     # ---- whole configs ------------------------------------------------------------------------
 
@@ -353,7 +304,9 @@ class TrainerBuilder:
         """Take every option from a :class:`TrainerConfig` (replacing what was set before)."""
         if not isinstance(cfg, TrainerConfig):
             raise ConfigError(f"config must be a TrainerConfig, got {type(cfg).__name__}")
-        return self._set(**{f.name: getattr(cfg, f.name) for f in fields(cfg)})
+        for f in fields(cfg):
+            self._set(f.name, getattr(cfg, f.name))
+        return self
 
     def build_config(self) -> TrainerConfig:
         """The options set so far, as a :class:`TrainerConfig`."""
@@ -365,37 +318,39 @@ class TrainerBuilder:
         Raises :class:`~flodl_core.ConfigError` before any process starts for a bad option, a
         dataset smaller than the world, or a factory the rank processes could not receive.
         """
-        cfg = self._cfg
-        mode = check_config(cfg)
-        devices = normalise_devices(cfg.devices)
-        env = torchrun_env()
-        # Under torchrun this process is one rank of WORLD_SIZE, whatever `devices` lists.
-        world = len(devices) if env is None else int(env["world_size"])
-        check_world(cfg, world)
-        _check_devices(devices, mode)
-        check_cuda_devices(devices)
-        _check_dataset(cfg, world)
-        if cfg.bind_cores:
-            here = len(devices) if env is None else local_world(devices, cfg.devices is not None)
-            check_bindable(here, cfg.threads_per_rank)
-        if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(
-            logging.INFO
-        ):
-            line = summary_line(devices, mode, world if env else None, cfg.slowdown)
-            print(line, flush=True)
-        payload = RankPayload(
-            cfg=replace(cfg, monitor=None, metrics_fn=None),
-            mode=mode,
-            model_factory=self._model_factory,
-            optim_factory=self._optim_factory,
-            train_step=self._train_step,
-            devices=devices,
-        )
-        if cfg.elastic is not None:
-            from ._elastic_launch import start_elastic
+        return start(self._cfg, self._model_factory, self._optim_factory, self._train_step)
 
-            return start_elastic(payload, cfg.metrics_fn, cfg.monitor)
-        return launch(payload, cfg.metrics_fn, cfg.monitor)
+    # ---- floDl's names for groups of options ---------------------------------------------------
+
+    def elche(self, config: Any) -> TrainerBuilder:
+        """The mode and every ElChe knob an :class:`~flodl_ddp.ElCheConfig` names, e.g.
+        ``.elche(ElCheConfig.cpu_async().easgd_alpha(0.6))``."""
+        from ._elche_config import ElCheConfig
+
+        if not isinstance(config, ElCheConfig):
+            raise ConfigError(f"elche needs an ElCheConfig, got {type(config).__name__}")
+        for name, value in config.options().items():
+            self._set(name, value)
+        return self
+
+    def reports_per_epoch(self, n: int) -> TrainerBuilder:
+        """``n`` progress reports within each epoch (loss and samples so far): the loss curve
+        between epoch points, in ``handle.reports`` and the monitor's record tree. 0: none."""
+        return self._set("reports_per_epoch", n)
+
+    def eval_on(self, rank: str | int) -> TrainerBuilder:
+        """Which rank runs ``eval_fn``: ``"fastest"`` (default: the rank measured fastest,
+        free soonest on a mixed rig) or a rank number."""
+        return self._set("eval_on", rank)
+
+    def record_log(self, directory: str) -> TrainerBuilder:
+        """Write the run's record tree (every rank, host and the root) as JSONL files under
+        ``directory`` as it grows (:meth:`flodl_monitor.Monitor.record_log`)."""
+        return self._set("record_log", directory)
+
+    def save_dashboard(self, path: str) -> TrainerBuilder:
+        """Write the whole dashboard as one offline HTML file when the run ends."""
+        return self._set("save_dashboard", path)
 
 
 def _enum(kind: Any, name: str, value: Any) -> Any:
@@ -404,33 +359,6 @@ def _enum(kind: Any, name: str, value: Any) -> Any:
     except ValueError:
         valid = ", ".join(m.value for m in kind)
         raise ConfigError(f"unknown {name} {value!r}; expected one of {valid}") from None
-
-
-def _check_devices(devices: list[str], mode: Mode) -> None:
-    kinds = {d.split(":")[0] for d in devices}
-    if len(kinds) > 1 and (mode.backend is Backend.NCCL or mode.policy is Policy.SYNC):
-        raise ConfigError(
-            f"devices {devices} mix {' and '.join(sorted(kinds))} ranks, which mode "
-            f"{mode.name!r} cannot average (its collectives run on the devices' own tensors); "
-            "use 'cpu-cadence' or 'cpu-async' to mix device kinds"
-        )
-
-
-def _check_dataset(cfg: TrainerConfig, world: int) -> None:
-    from flodl_core.data import as_batch_dataset
-
-    n = len(as_batch_dataset(cfg.dataset))
-    if n < world:
-        raise ConfigError(
-            f"the dataset has {n} samples, fewer than the {world} ranks; every rank needs data: "
-            "use a larger dataset or fewer devices"
-        )
-    bs = int(cfg.batch_size)  # type: ignore[arg-type]
-    if n // world < bs:
-        raise ConfigError(
-            f"{n} samples split over {world} ranks give {n // world} per rank, less than "
-            f"batch_size {bs}: no rank would get a batch; lower batch_size or use fewer devices"
-        )
 
 
 class Trainer:

@@ -1,34 +1,68 @@
-"""The watchdog of an elastic run: kill a rank whose training stops advancing.
+"""Telling a dead rank from a slow one: the ranks' beacons and the supervisor's watchdog.
 
-A rank that dies is noticed by the lighthouse (no heartbeat). A rank *hung* in Python (a
-deadlock in a data pipeline, an endless loop in ``train_step``) keeps heartbeating from
-torchft's background thread, so the quorum keeps waiting for it; with two ranks the survivor
-times out and fails. The watchdog closes that gap: each rank counts its batches and says
-whether it is computing or waiting for its peers (shared memory, read here without touching the
-rank); a rank that sits in the *computing* phase for ``hang_timeout`` seconds without finishing a
-batch is killed (SIGKILL), which turns the hang into an ordinary death the survivors handle.
+Each spawned rank keeps two shared numbers the supervisor reads without touching the rank
+(:class:`Beacon`): its batch count and its phase (starting, computing, waiting for its peers,
+finished). A rank that dies is noticed by its exit code. A rank that is *stopped* (SIGSTOP) or
+*hung* (a deadlock in a data pipeline, an endless loop in ``train_step``) does not exit, and its
+peers would wait for it until the run's timeout. The :class:`Watchdog` judges every living rank:
 
-Waiting phases (quorum, averaging, healing) are not judged: a rank waiting for a hung peer is
-not hung itself, and torchft bounds those waits with its own timeouts.
+- **stopped** (the kernel says so: state ``T`` in ``/proc/<pid>/stat``) for ``stop_s``: dead;
+- **computing** without finishing a batch for ``hang_s``: dead;
+- in **any other phase** without a change of phase or progress for ``wait_s`` (longer: a rank
+  waiting for a slow peer is not hung itself, and its waits are bounded by the run's timeout):
+  dead.
+
+A dead rank is reported to the supervisor's ``kill(rank, why, seconds)``: an elastic run kills
+it (the death is then an ordinary one, and the survivors carry on); a static run fails, naming
+it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
 
-COMPUTING = 1  # the phase code of _elastic_rank.COMPUTING (kept here to stay import-light)
+STARTING, COMPUTING, WAITING, FINISHED = 0, 1, 2, 3
+
+
+class Beacon:
+    """A rank's side: ``progress`` and ``phase`` are shared arrays (``Array('q'/'b', world)``),
+    or ``None`` for a rank nobody watches (in-process and torchrun ranks)."""
+
+    def __init__(self, rank: int, progress: Any = None, phase: Any = None) -> None:
+        self.rank, self.progress, self.phase = rank, progress, phase
+
+    def set(self, phase: int) -> None:
+        if self.phase is not None:
+            self.phase[self.rank] = phase
+
+    def batch(self) -> None:
+        if self.progress is not None:
+            self.phase[self.rank] = COMPUTING
+            self.progress[self.rank] += 1
+
+
+def process_stopped(pid: int | None) -> bool:
+    """Whether process ``pid`` is stopped (Linux ``/proc``; ``False`` where it cannot tell)."""
+    if pid is None:
+        return False
+    with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    return False
 
 
 class Watchdog:
-    """Judges ranks from their shared ``progress`` and ``phase`` arrays.
+    """Judges ranks from their shared ``progress`` and ``phase`` arrays (see the module doc).
 
     Args:
-        progress: per-rank batch counters (a shared ``Array('q', world)``).
-        phase: per-rank phase codes (a shared ``Array('b', world)``).
-        hang_timeout: seconds without a finished batch while computing before a kill.
-        kill: ``kill(rank, stalled_s)``; called once per stall.
+        progress, phase: the ranks' shared arrays.
+        hang_s: computing without a finished batch this long is a hang.
+        stop_s: stopped this long is a death.
+        wait_s: any other phase, unchanged this long, is a hang.
+        kill: ``kill(rank, why, seconds)``; called once per verdict (``seconds``: how long the
+            rank was stopped or stalled).
         clock: monotonic seconds (for tests).
     """
 
@@ -36,41 +70,60 @@ class Watchdog:
         self,
         progress: Any,
         phase: Any,
-        hang_timeout: float,
-        kill: Callable[[int, float], None],
+        hang_s: float,
+        stop_s: float,
+        wait_s: float,
+        kill: Callable[[int, str, float], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.progress = progress
-        self.phase = phase
-        self.hang_timeout = float(hang_timeout)
+        self.progress, self.phase = progress, phase
+        self.hang_s, self.stop_s, self.wait_s = float(hang_s), float(stop_s), float(wait_s)
         self.kill = kill
         self.clock = clock
         n = len(progress)
         self._seen = [(-1, -1)] * n  # (progress, phase) last time it changed
         self._since = [clock()] * n
-        self.kills: list[tuple[int, float]] = []
+        self._stopped_since: list[float | None] = [None] * n
+        self.verdicts: list[tuple[int, str, float]] = []
 
     def reset(self, rank: int) -> None:
         """Forget rank ``rank``'s history (it was restarted)."""
         self._seen[rank] = (-1, -1)
         self._since[rank] = self.clock()
+        self._stopped_since[rank] = None
 
-    def check(self, alive: Callable[[int], bool]) -> list[int]:
-        """Look at every living rank once; returns the ranks killed by this call."""
+    def check(self, alive: Callable[[int], bool], stopped: Callable[[int], bool]) -> list[int]:
+        """Look at every living rank once (``stopped(r)``: whether the kernel has rank ``r``'s
+        process stopped, see :func:`process_stopped`); returns the ranks judged dead."""
         now = self.clock()
-        killed = []
+        dead = []
         for r in range(len(self._seen)):
             if not alive(r):
                 continue
-            state = (int(self.progress[r]), int(self.phase[r]))
-            if state != self._seen[r]:
-                self._seen[r] = state
-                self._since[r] = now
-                continue
-            stalled = now - self._since[r]
-            if state[1] == COMPUTING and stalled >= self.hang_timeout:
-                self.kill(r, stalled)
-                self.kills.append((r, stalled))
-                self._since[r] = now  # one kill per stall
-                killed.append(r)
-        return killed
+            verdict = self._judge(r, now, stopped(r))
+            if verdict is not None:
+                self.kill(r, *verdict)
+                self.verdicts.append((r, *verdict))
+                self._since[r] = now  # one verdict per stall
+                self._stopped_since[r] = None
+                dead.append(r)
+        return dead
+
+    def _judge(self, r: int, now: float, stopped: bool) -> tuple[str, float] | None:
+        since = self._stopped_since[r]
+        if stopped:
+            since = self._stopped_since[r] = now if since is None else since
+            if now - since >= self.stop_s:
+                return f"was stopped (SIGSTOP) for {now - since:.1f} s", now - since
+        else:
+            self._stopped_since[r] = None
+        state = (int(self.progress[r]), int(self.phase[r]))
+        if state != self._seen[r]:
+            self._seen[r], self._since[r] = state, now
+            return None
+        stalled = now - self._since[r]
+        if state[1] == COMPUTING and stalled >= self.hang_s:
+            return f"finished no batch for {stalled:.1f} s while computing", stalled
+        if state[1] in (STARTING, WAITING) and stalled >= self.wait_s:
+            return f"made no progress for {stalled:.1f} s", stalled
+        return None

@@ -184,3 +184,70 @@ class RankWork:
     def close(self) -> None:
         """Stop the block in progress (a streamed epoch's prefetch)."""
         self._close()
+
+
+class WindowWork:
+    """One rank's batches of one elastic window: the next ``Σ counts`` batches of the epoch
+    order after ``start`` (the committed cursor), cut into consecutive slices for the members
+    in rank order. Nobody's share is tied to a rank that may die, so a dead rank's batches
+    simply go to whoever is alive at the next window; a window that does not commit is planned
+    again from the same cursor.
+
+    Args:
+        start: the epoch's committed cursor (batches done).
+        total: batches in the epoch.
+        counts: every rank's count for the window (0 for non-members; see ``ElChe.counts``),
+            cut down proportionally when fewer batches are left.
+        rank: this rank.
+        open_block: as for :class:`RankWork`.
+    """
+
+    def __init__(
+        self,
+        start: int,
+        total: int,
+        counts: Sequence[int],
+        rank: int,
+        open_block: Callable[[range], Iterator[Any]],
+    ) -> None:
+        left = max(0, total - start)
+        counts = list(counts)
+        if sum(counts) > left:  # the epoch's tail: the same proportions, floored, then one by one
+            want = sum(counts)
+            cut = [c * left // want for c in counts]
+            order = [r for r in range(len(counts)) if counts[r] > 0]
+            for i in range(left - sum(cut)):
+                cut[order[i % len(order)]] += 1
+            counts = cut
+        first = start + sum(counts[:rank])
+        self.block = range(first, first + counts[rank])
+        self.size = sum(counts)
+        """Batches of the whole window (every member's)."""
+        self._more = start + self.size < total
+        self._open = open_block
+        self._it: Iterator[Any] | None = None
+        self._left = len(self.block)
+
+    def next(self) -> Any | None:
+        if self._left == 0:
+            return None
+        if self._it is None:
+            self._it = self._open(self.block)
+        self._left -= 1
+        return next(self._it)
+
+    def has_more(self) -> bool:
+        """Whether the epoch has batches after this window."""
+        return self._more
+
+    def in_hand(self) -> bool:
+        return self._left > 0
+
+    def left(self) -> int:
+        return self._left
+
+    def close(self) -> None:
+        close = getattr(self._it, "close", None)
+        if close is not None:
+            close()
+        self._it = None

@@ -1,18 +1,9 @@
-"""When the ranks average: the pieces of the three policies that are not the averaging itself.
+"""The sync policy's step: gradients averaged at every batch inside backward.
 
-- **sync**: gradients are averaged at every batch inside backward, by PyTorch's
-  ``DistributedDataParallel`` (bucketed, overlapped with the backward pass): DDP's own mean, or a
-  comm hook that weights each rank's gradient by its share of the step's samples and carries the
-  ``cpu`` backend's copies (:func:`wrap_sync`).
-- **cadence**: rank ``r`` runs ``counts[r]`` batches (ElChe), then every rank averages.
-- **async**: a rank that has run its count marks itself ready in the store and keeps training
-  ("overshoot") until every rank is ready or it has run ``max_overshoot`` extra batches; then
-  every rank averages, weighted by the batches each actually ran (:class:`Overshoot`).
-
-The automatic ``max_overshoot`` starts at ``min(5, max(2, batches_per_epoch // 100))``, grows by
-one after each averaging the convergence guard calls stable, up to the anchor (a rank never
-overshoots by more than a window), and falls back to its start value when the guard reports
-divergence.
+PyTorch's ``DistributedDataParallel`` does it (bucketed, overlapped with the backward pass):
+DDP's own mean, or a comm hook that weights each rank's gradient by its share of the step's
+samples and carries the ``cpu`` backend's copies (:func:`wrap_sync`). The cadence and async
+policies average parameters instead (:mod:`flodl_ddp._rounds`).
 """
 
 from __future__ import annotations
@@ -116,30 +107,3 @@ def wrap_sync(
     if not native:
         ddp.register_comm_hook(state, weighted_hook)
     return ddp, state
-
-
-def auto_overshoot(batches_per_epoch: int) -> int:
-    """The automatic start value of ``max_overshoot`` (§ module doc)."""
-    return min(5, max(2, batches_per_epoch // 100))
-
-
-class Overshoot:
-    """The async policy's allowance of extra batches (fixed, or automatic)."""
-
-    def __init__(self, fixed: int | None, batches_per_epoch: int) -> None:
-        self.fixed = fixed
-        self.start = auto_overshoot(batches_per_epoch) if fixed is None else fixed
-        self.current = self.start
-
-    def after_round(self, stable: bool, anchor: int) -> None:
-        """Grow by one after a stable round (up to ``anchor``), reset after a divergent one."""
-        if self.fixed is not None:
-            return
-        self.current = min(self.current + 1, max(self.start, anchor)) if stable else self.start
-
-    def state_dict(self) -> dict[str, int]:
-        return {"current": self.current, "start": self.start}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.current = int(state["current"])
-        self.start = int(state["start"])

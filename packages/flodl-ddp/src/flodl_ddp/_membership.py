@@ -1,0 +1,63 @@
+"""Who trains the next window: the membership strategy of a run.
+
+The rank engine asks its :class:`Membership` at the start of every averaging window which ranks
+take part (:meth:`~Membership.begin`), and after the window's round whether the round counts
+(:meth:`~Membership.commit`). Two strategies:
+
+- :class:`StaticWorld`: every rank, always (spawned, torchrun, cluster and cooperative runs).
+  A rank that dies ends the run; the supervisor reports it.
+- :class:`~flodl_ddp._ft.TorchftQuorum`: torchft's quorum of living ranks (elastic runs). A
+  rank that is behind heals from a living peer inside :meth:`begin`; a round a death cut short
+  does not commit, and the engine rolls the window back.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from ._comm import Comm
+from ._modes import Backend
+from ._replicas import broadcast_initial, check_replicas
+
+
+class Membership(Protocol):
+    """The ranks of each window (see the module doc)."""
+
+    elastic: bool
+    """Whether ranks may leave and join during the run (windows then commit or roll back)."""
+
+    def agree(self, model: nn.Module, comm: Comm, device: torch.device, backend: Backend) -> None:
+        """Make every replica start from the same weights (a collective, before training)."""
+        ...
+
+    def begin(self) -> tuple[int, ...]:
+        """The ranks taking part in the next window, in rank order."""
+        ...
+
+    def commit(self) -> bool:
+        """Whether the window that just ended counts (``False``: roll it back)."""
+        ...
+
+
+class StaticWorld:
+    """Every rank of a fixed world takes part in every window."""
+
+    elastic = False
+
+    def __init__(self, world: int) -> None:
+        self.members = tuple(range(world))
+
+    def agree(self, model: nn.Module, comm: Comm, device: torch.device, backend: Backend) -> None:
+        """Same architecture everywhere (checked), then rank 0's initial weights everywhere."""
+        if len(self.members) > 1:
+            check_replicas(model, comm)
+            broadcast_initial(model, device, backend)
+
+    def begin(self) -> tuple[int, ...]:
+        return self.members
+
+    def commit(self) -> bool:
+        return True

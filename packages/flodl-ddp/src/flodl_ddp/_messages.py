@@ -1,0 +1,80 @@
+"""What rank processes tell the supervisor, as typed values (sent through one queue).
+
+Every message names its rank and the rank process's generation (0 for a process started with
+the run; a restarted elastic rank counts up), so a message from a process that has since been
+replaced is never taken for its successor's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RankMessage:
+    rank: int
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class Epoch(RankMessage):
+    """An epoch's metrics (from the rank that leads it)."""
+
+    metrics: Any = None
+
+
+@dataclass(frozen=True)
+class Report(RankMessage):
+    """A progress report within an epoch."""
+
+    progress: Any = None
+
+
+@dataclass(frozen=True)
+class Final(RankMessage):
+    """The trained state is written: ``path`` (safetensors) and the merged timeline."""
+
+    path: str = ""
+    timeline: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Done(RankMessage):
+    """The rank delivered everything it owed; its exit from here on is only teardown."""
+
+    fingerprint: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Failed(RankMessage):
+    """The rank raised. ``echo``: the error is the echo of another rank's failure (a
+    connection closed, a peer timed out), not a cause of its own."""
+
+    host: str = ""
+    text: str = ""
+    traceback: str = ""
+    echo: bool = False
+
+
+@dataclass(frozen=True)
+class Listening(RankMessage):
+    """Elastic: the ports this rank bound (logged by the supervisor)."""
+
+    ports: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Healed(RankMessage):
+    """Elastic: the rank received a living peer's committed state."""
+
+    epoch: int = 0
+    cursor: int = 0
+
+
+@dataclass(frozen=True)
+class RolledBack(RankMessage):
+    """Elastic: a window did not commit (a peer died during it) and was rolled back."""
+
+    epoch: int = 0
+    participants: int = 0

@@ -1,0 +1,324 @@
+"""One rule per option: how each field of a run's configuration is checked and normalised.
+
+:data:`RULES` maps every field of :class:`~flodl_ddp.TrainerConfig` to the function that checks
+it (``rule(value) -> value``, raising :class:`~flodl_core.ConfigError` with the field's name).
+The builder's setters, :meth:`TrainerBuilder.config` and :func:`check_config` all go through
+the table, so an option is checked in exactly one place. :func:`check_config` then adds the
+rules that tie fields together and returns a :class:`RunSpec`: the run as the engine reads it,
+every default resolved, nothing left to guard.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from flodl_core import ConfigError, check_finite, check_int, resolve_device
+
+from ._modes import Mode, Policy, parse_mode
+
+Rule = Callable[[Any], Any]
+
+
+def _int(name: str, low: int) -> Rule:
+    return lambda v: check_int(v, name, ge=low)
+
+
+def _number(
+    name: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None
+) -> Rule:
+    return lambda v: check_finite(v, name, ge=ge, gt=gt, le=le)
+
+
+def _optional(rule: Rule) -> Rule:
+    return lambda v: None if v is None else rule(v)
+
+
+def _bool(name: str) -> Rule:
+    def rule(v: Any) -> bool:
+        if not isinstance(v, bool):  # a switch given "no" would read as on
+            raise ConfigError(f"{name} must be True or False, got {v!r}")
+        return v
+
+    return rule
+
+
+def _callable(name: str) -> Rule:
+    def rule(v: Any) -> Any:
+        if not callable(v):
+            raise ConfigError(f"{name} must be callable, got {type(v).__name__} {v!r}")
+        return v
+
+    return rule
+
+
+def _has(name: str, method: str, what: str) -> Rule:
+    def rule(v: Any) -> Any:
+        if not callable(getattr(v, method, None)):
+            raise ConfigError(f"{name} must have a {method}() method ({what}), got {type(v)}")
+        return v
+
+    return rule
+
+
+def _path(name: str) -> Rule:
+    def rule(v: Any) -> str:
+        if not isinstance(v, (str, bytes)) and not hasattr(v, "__fspath__"):
+            raise ConfigError(f"{name} must be a path, got {v!r}")
+        return os.fsdecode(os.fspath(v))
+
+    return rule
+
+
+def check_slowdown(v: Any) -> dict[int, float]:
+    """``{rank: factor >= 1}`` as a plain dict."""
+    if not isinstance(v, Mapping):
+        raise ConfigError(f"slowdown must be a dict {{rank: factor}}, got {v!r}")
+    return {
+        check_int(r, "slowdown rank", ge=0): check_finite(f, f"slowdown[{r}]", ge=1.0)
+        for r, f in v.items()
+    }
+
+
+def _speed_hint(v: Any) -> tuple[int, float]:
+    if not isinstance(v, (tuple, list)) or len(v) != 2:
+        raise ConfigError(f"speed_hint must be (slow_rank, ratio), got {v!r}")
+    return check_int(v[0], "speed_hint rank", ge=0), check_finite(v[1], "speed_hint ratio", ge=1)
+
+
+def _ratios(v: Any) -> tuple[float, ...]:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v:
+        raise ConfigError(f"partition_ratios must be a non-empty list of numbers, got {v!r}")
+    return tuple(check_finite(r, f"partition_ratios[{i}]", gt=0) for i, r in enumerate(v))
+
+
+def normalise_devices(v: Any) -> list[str]:
+    """One device string per rank (``resolve_device`` of each entry)."""
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        raise ConfigError(f"devices must be a list (one entry per rank), got {v!r}")
+    out = [str(resolve_device(d)) for d in v]
+    if not out:
+        raise ConfigError("devices is empty; give at least one device (e.g. ['cpu'])")
+    return out
+
+
+def _eval_on(v: Any) -> str | int:
+    if v == "fastest":
+        return "fastest"
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    raise ConfigError(f"eval_on must be 'fastest' or a rank (an int >= 0), got {v!r}")
+
+
+def _monitor(v: Any) -> Any:
+    if not callable(getattr(v, "log", None)) or not hasattr(v, "records"):
+        raise ConfigError(f"monitor must be a flodl_monitor.Monitor, got {type(v)}")
+    return v
+
+
+def _elastic(v: Any) -> Any:
+    from ._elastic import ElasticOptions
+
+    if not isinstance(v, ElasticOptions):
+        raise ConfigError(f"elastic must be ElasticOptions (use .elastic(...)), got {v!r}")
+    return v
+
+
+RULES: dict[str, Rule] = {
+    "dataset": lambda v: v,  # anything DataLoader reads; required, see check_config
+    "batch_size": _optional(_int("batch_size", 1)),
+    "num_epochs": _optional(_int("num_epochs", 1)),
+    "mode": lambda v: parse_mode(v) and v,  # kept as given (a name or a Mode)
+    "bf16_wire": _bool("bf16_wire"),
+    "shared_memory": _bool("shared_memory"),
+    "anchor": _int("anchor", 1),
+    "max_anchor": _int("max_anchor", 1),
+    "min_anchor": _optional(_int("min_anchor", 1)),
+    "overhead_target": _number("overhead_target", ge=0.01, le=0.50),
+    "max_batch_diff": _optional(_int("max_batch_diff", 0)),
+    "speed_hint": _optional(_speed_hint),
+    "partition_ratios": _optional(_ratios),
+    "max_grad_norm": _optional(_number("max_grad_norm", gt=0.0)),
+    "max_overshoot": _optional(_int("max_overshoot", 0)),
+    "divergence_threshold": _number("divergence_threshold", gt=0.0),
+    "guard": _optional(_has("guard", "report", "TrendGuard, MsfGuard, NoGuard or your own")),
+    "meta_controller": _bool("meta_controller"),
+    "elche_relax_up": _bool("elche_relax_up"),
+    "easgd_alpha": _optional(_number("easgd_alpha", gt=0.0, le=1.0)),
+    "outer_optimizer": _optional(_has("outer_optimizer", "step", "OuterAvg, SlowMo, DiLoCo")),
+    "scheduler": _optional(_callable("scheduler")),
+    "lr_scale_ratio": _optional(_number("lr_scale_ratio", ge=0.0)),
+    "seed": _int("seed", 0),
+    "batches_per_epoch": _optional(_int("batches_per_epoch", 1)),
+    "timeline": _bool("timeline"),
+    "slowdown": _optional(check_slowdown),
+    "timeout_s": _number("timeout_s", gt=0.0),
+    "reports_per_epoch": _int("reports_per_epoch", 0),
+    "eval_on": _eval_on,
+    "devices": _optional(normalise_devices),
+    "eval_fn": _optional(_callable("eval_fn")),
+    "metrics_fn": _optional(_callable("metrics_fn")),
+    "monitor": _optional(_monitor),
+    "record_log": _optional(_path("record_log")),
+    "save_dashboard": _optional(_path("save_dashboard")),
+    "checkpoint_every": _optional(_int("checkpoint_every", 1)),
+    "checkpoint_path": _optional(_path("checkpoint_path")),
+    "resume": _optional(_path("resume")),
+    "threads_per_rank": _optional(_int("threads_per_rank", 1)),
+    "bind_cores": _bool("bind_cores"),
+    "elastic": _optional(_elastic),
+}
+"""Field name -> its rule. Every field of TrainerConfig has exactly one."""
+
+
+def check_option(name: str, value: Any) -> Any:
+    """``value`` checked and normalised by the rule of field ``name``."""
+    return RULES[name](value)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A checked run, as the rank engine reads it (made by :func:`check_config`).
+
+    Optional fields are optional by meaning (``max_grad_norm=None``: no clipping), never
+    because a default is still to be resolved: ``lr_scale`` is the factor itself, ``guard`` the
+    guard object, ``min_anchor`` a number, ``slowdown`` a dict.
+    """
+
+    dataset: Any
+    batch_size: int
+    num_epochs: int
+    mode: Mode
+    bf16_wire: bool
+    shared_memory: bool
+    anchor: int
+    max_anchor: int
+    min_anchor: int
+    overhead_target: float
+    max_batch_diff: int | None
+    speed_hint: tuple[int, float] | None
+    partition_ratios: tuple[float, ...] | None
+    elche_relax_up: bool
+    max_grad_norm: float | None
+    max_overshoot: int | None
+    guard: Any
+    meta_controller: bool
+    easgd_alpha: float | None
+    outer_optimizer: Any
+    scheduler: Callable[..., Any] | None
+    lr_scale_ratio: float
+    seed: int
+    batches_per_epoch: int | None
+    timeline: bool
+    slowdown: dict[int, float]
+    timeout_s: float
+    reports_per_epoch: int
+    eval_on: str | int
+    eval_fn: Callable[..., Any] | None
+    checkpoint_every: int | None
+    checkpoint_path: str | None
+    resume: str | None
+    threads_per_rank: int | None
+    bind_cores: bool
+    elastic: Any
+
+    @property
+    def sync(self) -> bool:
+        return self.mode.policy is Policy.SYNC
+
+    def lr_scale(self, world: int) -> float:
+        """The factor every rank's learning rate is multiplied by: ``1 + ratio · (world - 1)``."""
+        return 1.0 + self.lr_scale_ratio * (world - 1)
+
+
+def default_lr_scale_ratio(mode: Mode) -> float:
+    """Sync steps on the pooled batch of every rank (W times the samples per step), so the
+    linear scaling rule applies (1.0); cadence and async average replicas that each step on
+    their own batches, whose learning rate stays the one a single device would use (0.0)."""
+    return 1.0 if mode.policy is Policy.SYNC else 0.0
+
+
+def check_config(cfg: Any, *, need_epochs: bool = True) -> RunSpec:
+    """Every field through its rule, then the rules between fields; the :class:`RunSpec`.
+
+    ``need_epochs=False`` (the cooperative tier) lets ``num_epochs`` be ``None``.
+    """
+    v = {f.name: check_option(f.name, getattr(cfg, f.name)) for f in fields(cfg)}
+    mode = v["mode"] = parse_mode(v["mode"])
+    if v["dataset"] is None:
+        raise ConfigError("dataset is required: call .dataset(ds) (any DataLoader input)")
+    if need_epochs and v["num_epochs"] is None:
+        raise ConfigError("num_epochs is required: call .num_epochs(n)")
+    if v["batch_size"] is None:
+        raise ConfigError("batch_size is required: call .batch_size(n)")
+    if v["max_anchor"] < v["anchor"]:
+        raise ConfigError(f"max_anchor ({v['max_anchor']}) must be >= anchor ({v['anchor']})")
+    if v["easgd_alpha"] is not None and mode.name != "cpu-async":
+        raise ConfigError(
+            f"easgd_alpha applies to mode 'cpu-async' only, but the mode is {mode.name!r}; "
+            "drop easgd_alpha or use .mode('cpu-async')"
+        )
+    if v["checkpoint_every"] is not None and not v["checkpoint_path"]:
+        raise ConfigError("checkpoint_every needs a checkpoint_path (a folder)")
+    if v["resume"] is not None:
+        from ._resume import read_latest
+
+        read_latest(v["resume"])  # a missing or foreign folder fails before any rank starts
+    guard = v["guard"]
+    if guard is None:
+        from ._guards import TrendGuard
+
+        guard = TrendGuard(v["divergence_threshold"])
+    ratio = v["lr_scale_ratio"]
+    return RunSpec(
+        **{k: v[k] for k in _SPEC_FIELDS if k in v},
+        num_epochs=v["num_epochs"] or 1,
+        min_anchor=v["anchor"] if v["min_anchor"] is None else v["min_anchor"],
+        guard=guard,
+        lr_scale_ratio=default_lr_scale_ratio(mode) if ratio is None else ratio,
+        slowdown=v["slowdown"] or {},
+    )
+
+
+_SPEC_FIELDS = tuple(
+    f.name
+    for f in fields(RunSpec)
+    if f.name not in ("num_epochs", "min_anchor", "guard", "lr_scale_ratio", "slowdown")
+)
+
+
+def check_world(spec: RunSpec, world: int, n_samples: int) -> None:
+    """The rules that need the number of ranks and the dataset's size."""
+    for rank in spec.slowdown:
+        if rank >= world:
+            raise ConfigError(f"slowdown names rank {rank} but the world has {world} ranks")
+    if spec.speed_hint is not None and spec.speed_hint[0] >= world:
+        raise ConfigError(
+            f"speed_hint names rank {spec.speed_hint[0]} but the world has {world} ranks"
+        )
+    if spec.partition_ratios is not None and len(spec.partition_ratios) != world:
+        raise ConfigError(
+            f"partition_ratios has {len(spec.partition_ratios)} entries for {world} ranks; "
+            "give one ratio per rank"
+        )
+    if isinstance(spec.eval_on, int) and spec.eval_on >= world:
+        raise ConfigError(f"eval_on names rank {spec.eval_on} but the world has {world} ranks")
+    if n_samples < world:
+        raise ConfigError(
+            f"the dataset has {n_samples} samples, fewer than the {world} ranks; every rank "
+            "needs data: use a larger dataset or fewer devices"
+        )
+    bs = spec.batch_size
+    if world == 1 and n_samples < bs:
+        raise ConfigError(
+            f"the dataset has {n_samples} samples, fewer than batch_size {bs}: not one batch "
+            "to train; lower batch_size or use a larger dataset"
+        )
+    if n_samples // world < bs:
+        raise ConfigError(
+            f"{n_samples} samples split over {world} ranks give {n_samples // world} per rank, "
+            f"less than batch_size {bs}: no rank would get a batch; lower batch_size or use "
+            "fewer devices"
+        )
