@@ -404,14 +404,27 @@ class Monitor:
 
     # ---- dashboard -------------------------------------------------------------------------
 
-    def serve(self, port: int = 0, *, host: str = "127.0.0.1", max_clients: int = 64) -> str:
+    def serve(
+        self,
+        port: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        max_clients: int = 64,
+        allowed_hosts: Iterable[str] = (),
+    ) -> str:
         """Serve the live dashboard from a separate process; returns (and prints) its URL.
 
-        Binds loopback unless ``host`` says otherwise; ``port=0`` picks a free port.
+        Binds loopback unless ``host`` says otherwise; ``port=0`` picks a free port. Requests
+        must name the dashboard in their ``Host`` header (``localhost``, ``127.0.0.1``,
+        ``[::1]``, the address connected to, ``host``) on its port, else they get 403 (a guard
+        against DNS rebinding); ``allowed_hosts`` adds names (``"name"``, ``"name:port"`` behind
+        a proxy, ``"*"`` to accept any).
         """
         if self._server is not None:
             raise ConfigError(f"already serving at {self._server.url}; call stop() first")
-        server = DashboardServer(self, host, port, max_clients=max_clients)
+        server = DashboardServer(
+            self, host, port, max_clients=max_clients, allowed_hosts=allowed_hosts
+        )
         url = server.start()
         self._server = server
         self._print(f"  dashboard: {url}")
