@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> float:
         for epoch in range(args.epochs):
             t0 = time.perf_counter()
             sched.apply(opt, epoch)
-            # track(): the first epoch's ETA leaves out the first step's warm-up
+            # track(): the first epoch's ETA leaves out the first steps' warm-up
             for batch in monitor.track(loader.epoch(epoch)):
                 loss = fc.mse_loss(model(batch["input"]), batch["target"])
                 opt.zero_grad()

@@ -128,6 +128,20 @@ def test_rule_edge_cases() -> None:
     one.loop_started(0.0)
     one.step_ended(1.0)
     assert one.update(0, 0.7, now=1.0) == pytest.approx(2 * 0.7)
+    # warm-up spread over the first steps: the later half sets the pace
+    spread = EtaEstimator(total=2, start=0.0)
+    spread.loop_started(0.0)
+    t = 0.0
+    for dt in (0.4, 0.2, 0.1, 0.01, 0.01, 0.01, 0.01, 0.01):
+        t += dt
+        spread.step_ended(t)
+    assert spread.update(0, t, now=t) == pytest.approx(8 * 0.01)
+    # a later half slower than the first (load) never makes the loop cost more than it took
+    slower = EtaEstimator(total=2, start=0.0)
+    slower.loop_started(0.0)
+    for t in (0.1, 0.2, 0.5, 0.8):
+        slower.step_ended(t)
+    assert slower.update(0, 0.8, now=0.8) == pytest.approx(0.8)
     # a duration that timed only part of the loop never goes below the loop itself
     part = EtaEstimator(total=2, start=0.0)
     part.loop_started(0.0)
@@ -135,3 +149,18 @@ def test_rule_edge_cases() -> None:
         part.step_ended(t)
     assert part.update(0, 0.2, now=1.3) == pytest.approx(0.4)
     assert part.update(1, 0.1, now=1.5) is None
+
+
+def test_a_long_first_loop_is_timed_in_bounded_memory() -> None:
+    from flodl_monitor import _eta
+
+    eta = EtaEstimator(total=3, start=0.0)
+    eta.loop_started(0.0)
+    t = 5.0  # a 5 s first step, then 100,000 steps of 1 ms
+    eta.step_ended(t)
+    for _ in range(100_000):
+        t += 0.001
+        eta.step_ended(t)
+    steps = eta._steps
+    assert steps is not None and len(steps.ends) < _eta._KEEP and steps.stride > 1
+    assert eta.update(0, t, now=t) == pytest.approx(2 * 100_001 * 0.001, rel=1e-6)

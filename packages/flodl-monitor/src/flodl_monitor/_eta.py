@@ -1,7 +1,7 @@
 """The remaining-time estimate: a pure rule fed with times, so a fake clock tests it.
 
 What happens before the first epoch (building the model, loading data, starting the dashboard)
-and the first step's warm-up (lazy initialisation, first kernel launches, optimizer state) are
+and the first steps' warm-up (lazy initialisation, first kernel launches, optimizer state) are
 not what an epoch costs. Dividing the wall time since the monitor started by the epochs done, as
 floDl (Rust) does, puts all of it into every epoch still to run, so the first ETA of a short run
 is several times the real remaining time. The rule here:
@@ -12,30 +12,54 @@ is several times the real remaining time. The rule here:
   every few epochs are counted as such);
 - at the first logged epoch, it costs the duration the caller measured for it (from the epoch's
   own start, so nothing before the training loop counts). When its steps were tracked
-  (``Monitor.track``), the first step's time is replaced by the mean time of the steps after
-  it, which leaves the warm-up out as well; with no duration, the tracked steps alone give it;
+  (``Monitor.track``), its loop is counted at the mean step time of the loop's later half (at
+  most what the loop took), which leaves the warm-up of the first steps out as well (time
+  outside the loop is kept as measured); with no duration, the tracked steps alone give it;
 - with neither, the wall time since the monitor started (the only measure left).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+_KEEP = 4096  # step end times kept for the first loop; beyond, every other one is dropped
 
 
 @dataclass
 class _Steps:
-    """The first tracked loop of the first epoch: when it started, its first and last step."""
+    """The first tracked loop of the first epoch: when it started and when its steps ended.
+
+    ``ends[i]`` is the end of step ``(i + 1) * stride`` (1-based); the stride doubles whenever
+    ``ends`` fills up, so a loop of any length costs at most :data:`_KEEP` floats.
+    """
 
     start: float
-    first_end: float | None = None
-    last_end: float | None = None
+    ends: list[float] = field(default_factory=list)
+    stride: int = 1
     done: int = 0
+    last_end: float = 0.0
 
-    def per_step(self) -> tuple[float, float] | None:
-        """``(first step, mean later step)`` in seconds, once two steps have ended."""
-        if self.done < 2 or self.first_end is None or self.last_end is None:
+    def ended(self, now: float) -> None:
+        self.done += 1
+        self.last_end = now
+        if self.done % self.stride == 0:
+            self.ends.append(now)
+            if len(self.ends) >= _KEEP:
+                self.ends = self.ends[1::2]
+                self.stride *= 2
+
+    def pace(self) -> tuple[float, float] | None:
+        """``(the loop's time so far, mean step of its later half)`` once two steps ended.
+
+        Warm-up is not only the first step (allocator growth, caches, thread pools settle over
+        a few), so the steady pace is taken from the later half of the loop alone.
+        """
+        if self.done < 2:
             return None
-        return self.first_end - self.start, (self.last_end - self.first_end) / (self.done - 1)
+        k = (self.done // 2) // self.stride  # the last recorded step in the first half
+        half_end, half_steps = (self.ends[k - 1], k * self.stride) if k else (self.start, 0)
+        steady = (self.last_end - half_end) / (self.done - half_steps)
+        return self.last_end - self.start, steady
 
 
 class EtaEstimator:
@@ -63,13 +87,8 @@ class EtaEstimator:
 
     def step_ended(self, now: float) -> None:
         """A step of the timed loop ended at ``now`` (its batch read, its work done)."""
-        steps = self._steps
-        if steps is None or self._first is not None:
-            return
-        steps.done += 1
-        if steps.done == 1:
-            steps.first_end = now
-        steps.last_end = now
+        if self._steps is not None and self._first is None:
+            self._steps.ended(now)
 
     # ---- epoch level --------------------------------------------------------------------------
 
@@ -80,16 +99,15 @@ class EtaEstimator:
             first_epoch, first_wall = self._first
             if epoch > first_epoch:
                 return (now - first_wall) / (epoch - first_epoch)
-        steps = self._steps.per_step() if self._steps is not None else None
-        if steps is not None:
-            first, later = steps
+        pace = self._steps.pace() if self._steps is not None else None
+        if pace is not None:
             assert self._steps is not None
-            loop = later * self._steps.done  # the loop's steps at the steady pace
-            if duration > 0:
-                # The epoch as measured, with its first step at the pace of the others; never
-                # below the loop itself (a duration that timed only part of the epoch).
-                return max(duration - max(first - later, 0.0), loop)
-            return loop
+            measured, steady = pace
+            # The whole loop at the steady pace; never above what it took (warm-up only ever
+            # slows the first steps: a slower later half is load, not the loop's cost).
+            loop = min(steady * self._steps.done, measured)
+            # What the epoch spent outside the loop (evaluation, flush) is kept as measured.
+            return loop + max(duration - measured, 0.0)
         if duration > 0:
             return duration
         return now - self._start

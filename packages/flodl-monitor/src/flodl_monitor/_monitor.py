@@ -261,7 +261,8 @@ class Monitor:
     def track(self, batches: Iterable[T]) -> Iterator[T]:
         """``batches`` unchanged (``for batch in monitor.track(loader.epoch(e))``), with the
         steps of the first epoch's training loop timed, so that its ETA leaves out the first
-        step's warm-up as well as everything before the loop.
+        steps' warm-up (the loop is counted at the pace of its later half) as well as
+        everything before the loop.
 
         Optional: without it the first ETA uses the duration given to :meth:`log`; from the
         second epoch on the ETA is the steady-state wall time per epoch either way. Only the
