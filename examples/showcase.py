@@ -3,11 +3,12 @@
 The graph-builder showcase model of floDl (Rust) (split/merge, a refinement loop, a
 gate with a backward ref, a switch, a recurrent memory carried across calls by a forward ref,
 a while loop), plus ``also``, ``fork``, ``map`` and an auxiliary input. Run:
-``./fdl run examples/showcase.py``.
+``./fdl run examples/showcase.py`` (``--quick`` or ``FLODL_EXAMPLE_QUICK=1``: 10 steps).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
@@ -78,5 +79,14 @@ def main(steps: int = 30) -> float:
     return loss_value
 
 
+def cli(argv: list[str] | None = None) -> float:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=None, help="default 30 (--quick: 10)")
+    parser.add_argument("--quick", action="store_true", help="10 steps, for a smoke run")
+    args = parser.parse_args(argv)
+    quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
+    return main(args.steps or (10 if quick else 30))
+
+
 if __name__ == "__main__":
-    main(10 if os.environ.get("FLODL_EXAMPLE_QUICK") else 30)
+    cli()

@@ -66,8 +66,8 @@ async def test_oversized_requests_get_json_naming_the_limit(
         assert code == status and headers["content-type"].startswith("application/json")
         assert body["status"] == status and str(limit) in body["error"]
         # The server keeps serving.
-        ok = b"GET /paths HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        code, _, body = await loop.run_in_executor(None, raw_request, port, ok)
+        ok = f"GET /paths HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"
+        code, _, body = await loop.run_in_executor(None, raw_request, port, ok.encode())
         assert code == 200 and body == {"paths": ["root"]}
     finally:
         await runner.cleanup()

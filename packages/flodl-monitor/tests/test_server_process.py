@@ -76,7 +76,7 @@ def _gone(pid: int, within: float) -> bool:
 
 def test_real_server_in_its_own_process() -> None:
     m = _monitor(3)
-    url = m.serve(0)
+    url = m.serve(0, allowed_hosts=["dash.lab"])
     server = m._server
     assert server is not None and server.pid is not None and server.pid != os.getpid()
     try:
@@ -106,6 +106,14 @@ def test_real_server_in_its_own_process() -> None:
         for data, status, limit in OVERSIZED[:2]:  # refused by the parser: JSON all the same
             code, _, body = raw_request(port, data)
             assert code == status and str(limit) in body["error"]
+        hosts = (
+            (f"evil.example:{port}", 403),
+            (f"localhost:{port}", 200),
+            (f"dash.lab:{port}", 200),
+        )
+        for host, status in hosts:
+            request = f"GET /paths HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            assert raw_request(port, request.encode())[0] == status, host
         if hasattr(signal, "SIGINT"):  # Ctrl-C belongs to the training process
             os.kill(server.pid, signal.SIGINT)
             time.sleep(0.2)
@@ -116,6 +124,8 @@ def test_real_server_in_its_own_process() -> None:
             _monitor().serve(70000)
         with pytest.raises(ConfigError, match="max_clients"):
             _monitor().serve(0, max_clients=0)
+        with pytest.raises(ConfigError, match="allowed_hosts must be a list"):
+            _monitor().serve(0, allowed_hosts="dash.lab")
     finally:
         m.stop()
     m.stop()  # idempotent

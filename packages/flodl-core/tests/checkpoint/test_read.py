@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import gzip
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,8 @@ from flodl_core import CheckpointError, ConfigError
 from flodl_core.checkpoint import load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from flodl_core.checkpoint._format import DType
 from flodl_core.checkpoint._read import read_checkpoint, read_header
+
+from .test_format import STEPS_DATA, W_DATA, Tiny, golden_bytes, meta_entry
 
 
 @pytest.mark.parametrize("suffix", [".fdl", ".fdl.gz"])
@@ -99,3 +103,46 @@ def test_a_checksum_table_that_does_not_list_the_entries(tmp_path: Path) -> None
     path.write_bytes(data)
     with pytest.raises(CheckpointError, match=r"no checksum for \['weighT'\]"):
         read_checkpoint(path)
+
+
+def _tiny_file(table: dict[str, int]) -> bytes:
+    """test_format's golden Tiny file (entries "w", "steps") with ``table`` as its checksums."""
+    golden = golden_bytes(checksums=False)
+    count_at = 4 + 4 + 32
+    head = golden[:count_at] + struct.pack("<I", 3) + golden[count_at + 4 :]
+    return head + meta_entry(table)
+
+
+@pytest.mark.parametrize(
+    ("table", "match"),
+    [
+        # an entry the table misses: it would be read unchecked
+        ({"w": zlib.crc32(W_DATA)}, r"\(no checksum for \['steps'\]\);"),
+        # a name in the table that the file lacks: an entry was lost
+        (
+            {"w": zlib.crc32(W_DATA), "steps": zlib.crc32(STEPS_DATA), "bias": 0},
+            r"\(a checksum for entries the file lacks \['bias'\]\);",
+        ),
+        # both at once
+        (
+            {"w": zlib.crc32(W_DATA), "bias": 0},
+            r"no checksum for \['steps'\]; a checksum for entries the file lacks \['bias'\]",
+        ),
+    ],
+)
+def test_a_table_that_misses_or_names_an_absent_entry_is_refused(
+    tmp_path: Path, table: dict[str, int], match: str
+) -> None:
+    path = tmp_path / "tiny.fdl"
+    path.write_bytes(_tiny_file(table))
+    with pytest.raises(CheckpointError, match=match):
+        read_checkpoint(path)
+    model = Tiny()
+    with torch.no_grad():
+        model.w.zero_()
+    with pytest.raises(CheckpointError, match="the checksum table does not list"):
+        load_checkpoint(model, path)
+    assert model.w.tolist() == [0.0, 0.0] and int(model.steps) == 7  # nothing applied
+    # the same file with the full table loads
+    path.write_bytes(_tiny_file({"w": zlib.crc32(W_DATA), "steps": zlib.crc32(STEPS_DATA)}))
+    assert load_checkpoint(model, path).verified and model.w.tolist() == [1.5, -2.0]

@@ -174,3 +174,71 @@ def test_tensor_dataset_item_access_and_repr() -> None:
     assert x.shape == (2,) and int(y) == 2
     with pytest.raises(TypeError, match=r"takes an int position, got slice; use get_batch"):
         ds[0:2]  # type: ignore[index]
+
+
+def test_a_list_of_field_tensors_is_told_to_use_a_tuple_or_dict() -> None:
+    x, y = torch.zeros(100, 3), torch.zeros(100)
+    with pytest.raises(DataError) as info:
+        ItemDataSet([x, y]).get_batch(torch.tensor([0, 1]))
+    text = str(info.value)
+    assert "field 0 of sample 1 has shape (100,) but sample 0's has shape (100, 3)" in text
+    assert "a list is read as a dataset of samples" in text
+    assert "pass a tuple (x, y) or a dict {'x': x, 'y': y}" in text
+
+
+def test_stack_errors_of_other_datasets_name_the_shapes_without_the_list_hint() -> None:
+    class Odd(Dataset):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+            return torch.zeros(2 + (i == 2)), i
+
+    with pytest.raises(DataError) as info:
+        ItemDataSet(Odd()).get_batch(torch.tensor([1, 2, 3]))
+    text = str(info.value)
+    assert "field 0 of sample 2 has shape (3,) but sample 1's has shape (2,)" in text
+    assert "list" not in text
+
+
+def test_dict_of_tensors_is_named_fields_in_insertion_order() -> None:
+    x, y = torch.randn(6, 3), torch.arange(6)
+    ds = as_batch_dataset({"y": y, "x": x})
+    assert isinstance(ds, TensorDataSet) and ds.field_names == ("y", "x")
+    assert ds.tensors[0] is y and ds.tensors[1] is x  # no copy
+    by, bx = ds.get_batch([4, 1])
+    assert by.tolist() == [4, 1] and torch.equal(bx, x[[4, 1]])
+    assert repr(ds) == "TensorDataSet(6 samples; y: () int64, x: (3,) float32)"
+    assert TensorDataSet(x, y, names=["a", "b"]).field_names == ("a", "b")
+    assert TensorDataSet(x, y).field_names is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "match"),
+    [
+        ({}, DataError, r"needs at least one entry"),
+        (
+            {"x": torch.zeros(4, 2), "y": torch.zeros(3)},
+            ShapeError,
+            r"field 'y' has 3 samples .*"
+            r"\(shape \(3,\)\) but field 'x' has 4 \(shape \(4, 2\)\)",
+        ),
+        ({"x": torch.zeros(4), "y": [0, 1, 2, 3]}, DataError, r"field 'y' is a list; .* Tensor"),
+        ({"x": torch.zeros(4), "y": np.zeros(4)}, DataError, r"field 'y' is a ndarray"),
+        ({"x": torch.tensor(1.0)}, ShapeError, r"field 'x' is a 0-d tensor"),
+        ({0: torch.zeros(4)}, DataError, r"dict key 0 is not a field name"),
+        ({"": torch.zeros(4)}, DataError, r"dict key '' is not a field name"),
+    ],
+)
+def test_dict_of_fields_errors(fields: dict[Any, Any], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        as_batch_dataset(fields)
+
+
+def test_tensor_dataset_names_must_match_the_fields() -> None:
+    with pytest.raises(DataError, match="must be a list of 2 strings"):
+        TensorDataSet(torch.zeros(2), torch.zeros(2), names=["x"])
+    with pytest.raises(DataError, match="must be a list of 1 strings"):
+        TensorDataSet(torch.zeros(2), names="x")
+    with pytest.raises(DataError, match="field name 3 is not a non-empty string"):
+        TensorDataSet(torch.zeros(2), names=[3])  # type: ignore[list-item]

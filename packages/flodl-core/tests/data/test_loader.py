@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from flodl_core import ConfigError, DataError, DataLoader
+from flodl_core import ConfigError, DataError, DataLoader, ShapeError
 from flodl_core.data import Batch, TensorDataSet
 
 
@@ -336,3 +336,47 @@ def test_cuda_streamed_batches_are_safe_to_compute_on() -> None:
     sums = [float(b[0].sum()) for b in loader.epoch(0)]
     ref = [float(b[0].sum()) for b in DataLoader(Items(x, y), batch_size=32).epoch(0)]
     assert sums == pytest.approx(ref, rel=1e-5, abs=1e-4)
+
+
+def test_a_list_of_two_tensors_says_a_tuple_means_fields() -> None:
+    x, y = tensors(50)
+    with pytest.raises(
+        DataError,
+        match=r"shape \(50,\) but sample 0's has shape \(50, 3, 4\)"
+        r".*pass a tuple \(x, y\) or a dict",
+    ):
+        DataLoader([x, y], batch_size=4)
+
+
+@pytest.mark.parametrize("depth", [0, 2])
+def test_dict_dataset_on_every_path(depth: int) -> None:
+    x, y = tensors(45)
+    fields = {"x": x, "y": y}
+    opts = dict(batch_size=8, seed=3)
+    resident = DataLoader(fields, **opts)
+    streamed = DataLoader(fields, streaming=True, prefetch=depth, **opts)
+    as_tuple = DataLoader((x, y), names=["x", "y"], **opts)
+    assert resident.is_resident and not streamed.is_resident
+    assert resident.names == streamed.names == ("x", "y")
+    assert epochs(resident, 0, 1, 5) == epochs(streamed, 0, 1, 5) == epochs(as_tuple, 0, 1, 5)
+    batch = next(iter(resident.epoch(1)))
+    assert batch["x"] is batch[0] and batch["y"] is batch[1]
+    # epoch ordering: the seeded permutation, as for a tuple
+    assert torch.equal(torch.cat([b["y"] for b in resident.epoch(1)]), resident.permutation(1))
+    # shard_range, resident and streamed alike
+    for loader in (resident, streamed):
+        part = loader.shard_range(10, 30)
+        assert torch.equal(torch.cat([b["y"] for b in part.epoch(2)]), loader.permutation(2)[10:30])
+    # the builder, and explicit names over the keys
+    built = DataLoader.from_batch_dataset(fields).batch_size(8).seed(3).build()
+    assert epochs(built, 0) == epochs(resident, 0)
+    renamed = DataLoader(fields, names=["a", "b"], **opts)
+    assert renamed.names == ("a", "b")
+
+
+def test_dict_dataset_errors_reach_the_loader() -> None:
+    x, y = tensors(50)
+    with pytest.raises(ShapeError, match=r"field 'y' has 49 samples"):
+        DataLoader({"x": x, "y": y[:49]}, batch_size=4)
+    with pytest.raises(DataError, match=r"field 'y' is a list"):
+        DataLoader({"x": x, "y": y.tolist()}, batch_size=4)

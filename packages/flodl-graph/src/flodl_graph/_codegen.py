@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import linecache
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter_ns
@@ -23,6 +21,7 @@ from typing import Any
 import torch
 
 from ._annotate import note_failure
+from ._sourcedir import source_dir, write_source
 from ._spec import MergeOp, NodeInfo, NodeKind, Plan
 from .nodes._protocol import RUNTIME_GLOBALS, CompositeNode, EmitContext
 
@@ -226,44 +225,20 @@ def generate(plan: Plan, profile: bool = False, record: bool = False) -> Generat
     return em.emit(order, profile, record)
 
 
-def _source_dir() -> str | None:
-    """A private per-user folder for generated sources, or None when none can be made."""
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    path = os.path.join(tempfile.gettempdir(), f"flodl-graph-{uid}")
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    except OSError:
-        return None
-    return path
-
-
 def _source_file(source: str, label: str | None) -> str | None:
     """The generated source written to a real file named by its content (written once).
 
     Python 3.11's default excepthook prints an uncaught exception's source lines by opening the
     frame's file (``linecache`` is not consulted), so code compiled from a string would show no
-    line; a real file makes every traceback show the generated statement that failed.
+    line; a real file makes every traceback show the generated statement that failed. The
+    folder is checked and the file written without following symlinks (``_sourcedir``).
     """
-    folder = _source_dir()
+    folder = source_dir()
     if folder is None:
         return None
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     stem = re.sub(r"[^A-Za-z0-9_]+", "_", label or "graph")[:40]
-    path = os.path.join(folder, f"forward_{stem}_{digest}.py")
-    try:
-        with open(path, encoding="utf-8") as f:
-            if f.read() == source:
-                return path
-    except OSError:
-        pass
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(source)
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old or the whole file
-    except OSError:
-        return None
-    return path
+    return write_source(folder, f"forward_{stem}_{digest}.py", source)
 
 
 def compile_forward(source: str, label: str | None) -> Callable[..., Any]:

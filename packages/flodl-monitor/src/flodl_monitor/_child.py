@@ -95,6 +95,8 @@ async def _serve(cfg: dict[str, Any], out: BinaryIO) -> None:
         max_clients=cfg["max_clients"],
         queue_size=cfg["queue_size"],
         coalesce=cfg["coalesce"],
+        allowed_hosts=cfg.get("allowed_hosts", ()),
+        bound_host=cfg["host"],
     )
     runner = await make_runner(app)
     seeded = asyncio.Event()

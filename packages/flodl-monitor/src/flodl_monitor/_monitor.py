@@ -9,14 +9,15 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from flodl_core import ConfigError, check_int
 
 from ._alerts import Alert, LossWatch
+from ._eta import EtaEstimator
 from ._export import csv_text, log_text, render_page, write_atomic
 from ._format import epoch_line, finish_line
 from ._hub import Hub, sse_frame
@@ -30,6 +31,8 @@ from ._server import DashboardServer, make_app
 
 logger = logging.getLogger("flodl.monitor")
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class EpochRecord:
@@ -41,7 +44,7 @@ class EpochRecord:
     elapsed: float  # wall time since the Monitor was created
     metrics: dict[str, float]
     resources: ResourceSample = field(default_factory=ResourceSample)
-    eta: float | None = None  # None on the last epoch
+    eta: float | None = None  # seconds left (see flodl_monitor._eta); None on the last epoch
 
     def to_json(self) -> dict[str, Any]:
         """The dashboard's epoch object (NaN/inf metrics become ``null``)."""
@@ -98,6 +101,7 @@ class Monitor:
         self._stream = stream
         self._color = color
         self._start = time.perf_counter()
+        self._eta = EtaEstimator(self.total, self._start)
         if isinstance(resources, ResourceSampler):
             self._sampler: ResourceSampler | None = resources
         else:
@@ -215,16 +219,15 @@ class Monitor:
         if self._finished_at is not None:
             raise ConfigError("log() after finish(): create a new Monitor for a new run")
 
-        wall = time.perf_counter() - self._start
-        last = epoch == self.total - 1
+        now = time.perf_counter()
         rec = EpochRecord(
             epoch=epoch,
             total=self.total,
             duration=duration,
-            elapsed=wall,
+            elapsed=now - self._start,
             metrics=values,
             resources=self._sampler.sample() if self._sampler else ResourceSample(),
-            eta=None if last else wall / (epoch + 1) * (self.total - epoch - 1),
+            eta=self._eta.update(epoch, duration, now),
         )
         obj = rec.to_json()
         with self._lock:
@@ -249,11 +252,29 @@ class Monitor:
             self.records.publish(self.record_path, values, step=epoch)
         for alert in self._watch.check(epoch, values):
             self.records.alert(alert)
-        now = time.monotonic()
-        if now - self._last_stale_check >= 1.0:  # O(leaves): at most once a second
-            self._last_stale_check = now
+        tick = time.monotonic()
+        if tick - self._last_stale_check >= 1.0:  # O(leaves): at most once a second
+            self._last_stale_check = tick
             self.records.check_stale()
         return rec
+
+    def track(self, batches: Iterable[T]) -> Iterator[T]:
+        """``batches`` unchanged (``for batch in monitor.track(loader.epoch(e))``), with the
+        steps of the first epoch's training loop timed, so that its ETA leaves out the first
+        steps' warm-up (the loop is counted at the pace of its later half) as well as
+        everything before the loop.
+
+        Optional: without it the first ETA uses the duration given to :meth:`log`; from the
+        second epoch on the ETA is the steady-state wall time per epoch either way. Only the
+        first loop tracked before the first :meth:`log` is timed (an evaluation loop after it
+        is not); later epochs pass through untimed.
+        """
+        if not self._eta.loop_started(time.perf_counter()):
+            yield from batches
+            return
+        for item in batches:
+            yield item  # the caller's step runs here
+            self._eta.step_ended(time.perf_counter())
 
     def _collect(self, model: Any, extras: Mapping[str, float] | None) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -384,14 +405,27 @@ class Monitor:
 
     # ---- dashboard -------------------------------------------------------------------------
 
-    def serve(self, port: int = 0, *, host: str = "127.0.0.1", max_clients: int = 64) -> str:
+    def serve(
+        self,
+        port: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        max_clients: int = 64,
+        allowed_hosts: Iterable[str] = (),
+    ) -> str:
         """Serve the live dashboard from a separate process; returns (and prints) its URL.
 
-        Binds loopback unless ``host`` says otherwise; ``port=0`` picks a free port.
+        Binds loopback unless ``host`` says otherwise; ``port=0`` picks a free port. Requests
+        must name the dashboard in their ``Host`` header (``localhost``, ``127.0.0.1``,
+        ``[::1]``, the address connected to, ``host``) on its port, else they get 403 (a guard
+        against DNS rebinding); ``allowed_hosts`` adds names (``"name"``, ``"name:port"`` behind
+        a proxy, ``"*"`` to accept any).
         """
         if self._server is not None:
             raise ConfigError(f"already serving at {self._server.url}; call stop() first")
-        server = DashboardServer(self, host, port, max_clients=max_clients)
+        server = DashboardServer(
+            self, host, port, max_clients=max_clients, allowed_hosts=allowed_hosts
+        )
         url = server.start()
         self._server = server
         self._print(f"  dashboard: {url}")

@@ -17,11 +17,13 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from flodl_core import ConfigError, check_int
 
 from . import _wire as wire
+from ._hosts import HostPolicy
 from ._remote import Channel, RemoteHub, Source, answer_questions, tree_config, tree_snapshot
 
 START_TIMEOUT = 120.0  # seconds for the server process to import and listen (a loaded machine)
@@ -65,6 +67,8 @@ class DashboardServer:
 
     :meth:`start` spawns the server process, seeds it with everything logged so far and returns
     once it listens; ``source`` is the :class:`~flodl_monitor.Monitor`. A server starts once.
+    ``allowed_hosts``: ``Host`` names accepted besides loopback and the bound host (see
+    :func:`make_app`).
     """
 
     def __init__(
@@ -76,12 +80,19 @@ class DashboardServer:
         max_clients: int = 64,
         queue_size: int = 256,
         coalesce: float = 0.1,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         check_int(port, "port", ge=0, le=65535, note="0 picks a free one")
         check_max_clients(max_clients)
+        HostPolicy.of(allowed_hosts, host)  # a bad entry fails here, not in the server process
         self.host, self.port = host, port
         self._source = source
-        self._opts = {"max_clients": max_clients, "queue_size": queue_size, "coalesce": coalesce}
+        self._opts = {
+            "max_clients": max_clients,
+            "queue_size": queue_size,
+            "coalesce": coalesce,
+            "allowed_hosts": list(allowed_hosts),
+        }
         self._proc: subprocess.Popen[bytes] | None = None
         self._channel: Channel | None = None
         self._hub: RemoteHub | None = None

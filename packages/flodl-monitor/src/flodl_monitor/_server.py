@@ -12,6 +12,10 @@ Routes (all GET; every error is a JSON body ``{"error": ..., "status": ...}`` wi
 - ``/paths`` every record path, ``/node?path=`` one node with its children (O(children)),
   ``/history?path=&n=`` its last ``n`` records or rollups, ``/stream?path=&n=`` SSE of that node
 
+Every request's ``Host`` header must name the dashboard (``_hosts``: loopback names, the address
+the connection was made to, the bound host, ``allowed_hosts``) on the port it came in on; any
+other is refused with 403 before routing, which defeats DNS rebinding.
+
 Served by :class:`DashboardServer`, requests that aiohttp's HTTP parser refuses (a request line
 over 8190 bytes: 414; a header over 16 KiB or more than 128 headers: 431) are JSON too
 (``_listen``).
@@ -23,13 +27,14 @@ import asyncio
 import contextlib
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from flodl_core import ConfigError, PathError
 
+from ._hosts import BadHost, HostPolicy
 from ._hub import HEARTBEAT, EpochClient, Hub, StreamClient, sse_frame
 from ._process import DashboardServer as DashboardServer
 from ._process import check_max_clients
@@ -60,6 +65,7 @@ class DashboardSource(Protocol):
 HUB = web.AppKey("hub", Hub)
 SOURCE = web.AppKey("source", DashboardSource)
 COALESCE = web.AppKey("coalesce", float)
+HOSTS = web.AppKey("hosts", HostPolicy)
 STALE_TASK = web.AppKey("stale_task", asyncio.Task)
 
 
@@ -104,6 +110,34 @@ async def _errors(
         return _json_error(400, str(e))
     except PathError as e:
         return _json_error(404, str(e))
+
+
+def _local_address(request: web.Request) -> tuple[str | None, int | None]:
+    sock = request.transport.get_extra_info("sockname") if request.transport else None
+    if isinstance(sock, (tuple, list)) and len(sock) >= 2:
+        return str(sock[0]), int(sock[1])
+    return None, None
+
+
+@web.middleware
+async def _host_guard(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    # Before anything else (routing, 404s): a rebound name must learn nothing, not even routes.
+    header = request.headers.get("Host")
+    try:
+        why = request.app[HOSTS].refusal(header, *_local_address(request))
+    except BadHost as e:
+        return _json_error(400, f"malformed request: {e}")
+    if why:
+        return _json_error(
+            403,
+            f"Host {header!r} refused: {why}. The dashboard answers only the names it is served "
+            "under (localhost, 127.0.0.1, [::1], the bound host) on its own port, which keeps "
+            "other web sites out (DNS rebinding); to reach it under another name, list it: "
+            "monitor.serve(port, allowed_hosts=['name']) ('name:port' behind a proxy)",
+        )
+    return await handler(request)
 
 
 def _query(request: web.Request, allowed: tuple[str, ...]) -> dict[str, str]:
@@ -269,11 +303,24 @@ async def _stale_watch(app: web.Application) -> None:
 
 
 def make_app(
-    source: DashboardSource, *, max_clients: int = 64, queue_size: int = 256, coalesce: float = 0.1
+    source: DashboardSource,
+    *,
+    max_clients: int = 64,
+    queue_size: int = 256,
+    coalesce: float = 0.1,
+    allowed_hosts: Iterable[str] = (),
+    bound_host: str | None = None,
 ) -> web.Application:
-    """The dashboard as an aiohttp application (the hub binds to the loop that runs it)."""
+    """The dashboard as an aiohttp application (the hub binds to the loop that runs it).
+
+    ``allowed_hosts``: ``Host`` names accepted besides the loopback names and the address a
+    connection was made to (``"name"`` on the served port, ``"name:port"`` exactly, ``"*"`` any);
+    ``bound_host``: the host the server binds, accepted too unless it is a wildcard address.
+    """
     check_max_clients(max_clients)
-    app = web.Application(middlewares=[_errors])
+    hosts = HostPolicy.of(allowed_hosts, bound_host)
+    app = web.Application(middlewares=[_host_guard, _errors])
+    app[HOSTS] = hosts
     app[SOURCE] = source
     app[COALESCE] = coalesce
 

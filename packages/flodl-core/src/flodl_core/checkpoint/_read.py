@@ -31,11 +31,14 @@ def _verify(ckpt: CheckpointFile, crcs: dict[str, int]) -> None:
     names = {e.name for e in ckpt.entries}
     unlisted = [e.name for e in ckpt.entries if e.name not in crcs]
     extra = [n for n in crcs if n not in names]
+    # Either alone is corruption: an entry with no checksum would be read unchecked, and a
+    # checksum for a missing entry means an entry was lost.
     if unlisted or extra:
+        parts = [f"no checksum for {unlisted[:5]}"] if unlisted else []
+        parts += [f"a checksum for entries the file lacks {extra[:5]}"] if extra else []
         raise CheckpointError(
             f"checkpoint {ckpt.path}: the checksum table does not list the file's entries "
-            f"(no checksum for {unlisted[:5]}, checksum for absent {extra[:5]}); the file is "
-            "corrupt: restore it from a backup or save it again"
+            f"({'; '.join(parts)}); the file is corrupt: restore it from a backup or save it again"
         )
     for e in ckpt.entries:
         assert e.data is not None

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -102,10 +102,12 @@ class TensorDataSet:
 
     ``TensorDataSet(images, labels)`` with ``images: (N, ...)`` and ``labels: (N, ...)``. A loader
     targeting the tensors' own device uses them in place, without a copy. ``get_batch`` takes a
-    1-D int tensor, a list of ints or a numpy int array of positions.
+    1-D int tensor, a list of ints or a numpy int array of positions. ``names`` (one non-empty
+    string per tensor) become :attr:`field_names`, the loader's default batch names;
+    :meth:`from_dict` builds the set from ``{"x": x, "y": y}``.
     """
 
-    def __init__(self, *tensors: Tensor) -> None:
+    def __init__(self, *tensors: Tensor, names: Sequence[str] | None = None) -> None:
         if not tensors:
             raise DataError("TensorDataSet needs at least one tensor")
         for i, t in enumerate(tensors):
@@ -124,6 +126,43 @@ class TensorDataSet:
                 )
         self._tensors: tuple[Tensor, ...] = tuple(tensors)
         self._gather = RowGather(self._tensors)
+        if names is not None:
+            self.field_names = _checked_names(names, len(tensors))
+
+    @classmethod
+    def from_dict(cls, fields: Mapping[str, Tensor]) -> TensorDataSet:
+        """Named fields: ``{"image": (N, ...), "label": (N, ...)}``, in insertion order.
+
+        Keys become :attr:`field_names` (so ``batch["image"]``) and their order the positions
+        (``batch[0]``), as for a tuple. Raises :class:`DataError` naming a non-string key or a
+        non-tensor value, :class:`ShapeError` naming two fields whose first dimensions differ.
+        """
+        if not fields:
+            raise DataError("a dict of fields needs at least one entry, e.g. {'x': x, 'y': y}")
+        items = list(fields.items())
+        for key, value in items:
+            if not isinstance(key, str) or not key:
+                raise DataError(
+                    f"dict key {key!r} is not a field name; a dict is read as named fields "
+                    "{'x': x, 'y': y} with non-empty string keys (for a dataset of samples "
+                    "give a list or a map-style Dataset)"
+                )
+            if not isinstance(value, Tensor):
+                raise DataError(
+                    f"field {key!r} is a {type(value).__name__}; a dict of fields holds one "
+                    f"Tensor per name, each (N, ...) (convert it with torch.as_tensor)"
+                )
+            if value.dim() == 0:
+                raise ShapeError(f"field {key!r} is a 0-d tensor; expected (N, ...)")
+        first, x0 = items[0]
+        for key, value in items[1:]:
+            if value.shape[0] != x0.shape[0]:
+                raise ShapeError(
+                    f"field {key!r} has {value.shape[0]} samples on dim 0 (shape "
+                    f"{tuple(value.shape)}) but field {first!r} has {x0.shape[0]} (shape "
+                    f"{tuple(x0.shape)}); every field must have the same first dimension"
+                )
+        return cls(*(v for _, v in items), names=[k for k, _ in items])
 
     #: One name per field, used by :class:`DataLoader` as the default batch names; ``None``
     #: for positional names ("0", "1", ...). Subclasses with fixed fields set it.
@@ -163,6 +202,40 @@ class TensorDataSet:
         if indices.device != self._tensors[0].device:
             indices = indices.to(self._tensors[0].device)
         return list(self._gather(indices))
+
+
+def _checked_names(names: Sequence[str], width: int) -> tuple[str, ...]:
+    if isinstance(names, str) or len(names) != width:
+        raise DataError(f"names {names!r} must be a list of {width} strings, one per tensor")
+    bad = [n for n in names if not isinstance(n, str) or not n]
+    if bad:
+        raise DataError(f"field name {bad[0]!r} is not a non-empty string")
+    return tuple(names)
+
+
+def _shape_of(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    return str(tuple(shape)) if shape is not None else type(value).__name__
+
+
+def _stack_error(dataset: Any, positions: list[int], rows: list[Sequence[Any]], k: int) -> str:
+    """Why field ``k`` of ``rows`` does not stack: the first two samples that disagree."""
+    ref = _shape_of(rows[0][k])
+    odd = next((i for i, row in enumerate(rows) if _shape_of(row[k]) != ref), None)
+    if odd is None:
+        return f"field {k} of samples {positions[0]}..{positions[-1]} does not stack"
+    text = (
+        f"field {k} of sample {positions[odd]} has shape {_shape_of(rows[odd][k])} but sample "
+        f"{positions[0]}'s has shape {ref}; every sample's field must have the same shape"
+    )
+    if isinstance(dataset, list):
+        # DataLoader([x, y]) is the usual way to get here: a list is read as samples.
+        text += (
+            f". The dataset is a list of {len(dataset)} items, and a list is read as a dataset "
+            "of samples (one item per sample); to give tensors as fields, each (N, ...), pass "
+            "a tuple (x, y) or a dict {'x': x, 'y': y}"
+        )
+    return text
 
 
 def _stack_field(values: list[Any], pos: int) -> Tensor:
@@ -210,21 +283,26 @@ class ItemDataSet:
                     f"sample {i} has {len(row)} fields but sample {int(indices[0])} has {width}; "
                     "every sample must have the same fields"
                 )
-        try:
-            return [_stack_field([row[k] for row in rows], k) for k in range(width)]
-        except (RuntimeError, ValueError, TypeError) as e:
-            if isinstance(e, DataError):
-                raise
-            raise DataError(f"samples do not stack into a batch: {e}") from e
+        out = []
+        for k in range(width):
+            try:
+                out.append(_stack_field([row[k] for row in rows], k))
+            except (RuntimeError, ValueError, TypeError) as e:
+                if isinstance(e, DataError):
+                    raise
+                why = _stack_error(self.dataset, indices.tolist(), rows, k)
+                raise DataError(f"samples do not stack into a batch: {why}") from e
+        return out
 
 
 def as_batch_dataset(data: Any) -> BatchDataSet:
     """Any supported dataset as a :class:`BatchDataSet`.
 
     Accepted: a :class:`BatchDataSet`; a tuple of tensors or a single tensor (wrapped in a
-    :class:`TensorDataSet`); ``torch.utils.data.TensorDataset`` (its tensors, no copy); any
-    map-style dataset with ``__len__`` and ``__getitem__`` (samples stacked per batch). A ``list``
-    is a map-style dataset of samples, not a tuple of fields.
+    :class:`TensorDataSet`); a dict (any ``Mapping``) of named tensors, ``{"x": x, "y": y}``
+    (see :meth:`TensorDataSet.from_dict`); ``torch.utils.data.TensorDataset`` (its tensors, no
+    copy); any map-style dataset with ``__len__`` and ``__getitem__`` (samples stacked per batch).
+    A ``list`` is a map-style dataset of samples, not a tuple of fields.
     """
     if isinstance(data, BatchDataSet):
         return data
@@ -232,13 +310,15 @@ def as_batch_dataset(data: Any) -> BatchDataSet:
         return TensorDataSet(data)
     if isinstance(data, tuple):
         return TensorDataSet(*data)
+    if isinstance(data, Mapping):
+        return TensorDataSet.from_dict(data)
     if isinstance(data, TensorDataset):
         return TensorDataSet(*data.tensors)
     if hasattr(data, "__len__") and hasattr(data, "__getitem__"):
         return ItemDataSet(data)
     raise ConfigError(
         f"cannot load from a {type(data).__name__}; expected a BatchDataSet (len + get_batch), a "
-        "map-style dataset (len + __getitem__) or a tuple of tensors"
+        "map-style dataset (len + __getitem__), a tuple of tensors or a dict of named tensors"
     )
 
 

@@ -57,13 +57,16 @@ class DataLoader:
     """Batches of a dataset, epoch by epoch.
 
     ``dataset``: a :class:`BatchDataSet`, a map-style dataset (any ``torch.utils.data.Dataset``),
-    a tuple of tensors or a tensor. ``batch_size`` (> 0) is per device. ``seed`` fixes every
-    epoch's order: epoch ``k`` is drawn from ``seed + k``. ``drop_last`` defaults to ``False`` as
-    in ``torch.utils.data.DataLoader``: every sample is seen, the last batch may be short. With
-    ``drop_last=True`` a short last batch is left out (useful in training with BatchNorm, where a
-    batch of one sample fails) and a warning on the ``flodl.data`` logger says how many samples
-    each epoch skips. ``names`` names the fields (``batch["image"]``); a dataset that declares
-    ``field_names`` (the built-in MNIST, CIFAR-10 and Shakespeare sets do) names them by default.
+    a tuple of tensors (fields by position), a dict of tensors (fields by name, ``{"x": x, "y":
+    y}``: ``batch["x"]``, and ``batch[0]`` in insertion order) or a tensor. A ``list`` is a
+    dataset of samples, one item per sample. ``batch_size`` (> 0) is per device. ``seed`` fixes
+    every epoch's order: epoch ``k`` is drawn from ``seed + k``. ``drop_last`` defaults to
+    ``False`` as in ``torch.utils.data.DataLoader``: every sample is seen, the last batch may be
+    short. With ``drop_last=True`` a short last batch is left out (useful in training with
+    BatchNorm, where a batch of one sample fails) and a warning on the ``flodl.data`` logger says
+    how many samples each epoch skips. ``names`` names the fields (``batch["image"]``); a dict's
+    keys, or a dataset that declares ``field_names`` (the built-in MNIST, CIFAR-10 and
+    Shakespeare sets do), name them by default.
     ``prefetch`` fixes the streaming depth (else it is sized from free memory at each epoch);
     ``streaming=True`` never goes resident; ``vram_max_usage`` is the share of *total* VRAM the
     loader may plan to fill.
@@ -106,7 +109,10 @@ class DataLoader:
         probe = check_fields(self._source.get_batch(probe_idx), probe_idx, None)
         self._width = len(probe)
         if names is None:
-            names = _declared_names(dataset, self._width)
+            # The dataset's own names, else those its wrapper carries (a dict's keys).
+            names = _declared_names(dataset, self._width) or _declared_names(
+                self._source, self._width
+            )
         self._names = tuple(names) if names is not None else tuple(map(str, range(self._width)))
         if len(self._names) != self._width:
             raise ConfigError(
