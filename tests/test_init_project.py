@@ -118,7 +118,6 @@ def test_missing_wheels_say_how_to_build_them(
         proc.stderr
     )
     rebuild = (
-        f"fdl:   python3 -m pip wheel --no-deps -w '{proj / 'wheels'}' "
-        f"'{ROOT}'/packages/flodl-*"
+        f"fdl:   python3 -m pip wheel --no-deps -w '{proj / 'wheels'}' '{ROOT}'/packages/flodl-*"
     )
     assert rebuild in proc.stderr
