@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from flodl_cli import _wheelhouse as wh
+from flodl_cli._cmd_init import render
+from flodl_cli._errors import CliError
+from flodl_cli._torch_install import TORCH_VERSION
+
 from .conftest import Fdl
 
 pytest.importorskip("flodl_graph")
@@ -16,7 +21,7 @@ pytest.importorskip("flodl_monitor")
 
 @pytest.mark.slow
 def test_scaffold_tests_and_one_epoch(fdl: Fdl, tmp_path: Path) -> None:
-    proc = fdl("init", "demo", cwd=tmp_path)
+    proc = fdl("init", "demo", "--no-wheels", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     proj = tmp_path / "demo"
     for rel in (
@@ -26,6 +31,7 @@ def test_scaffold_tests_and_one_epoch(fdl: Fdl, tmp_path: Path) -> None:
         "pyproject.toml",
         ".gitignore",
         "fdl",
+        "constraints.txt",
     ):
         assert (proj / rel).is_file(), rel
     assert (proj / "fdl").stat().st_mode & 0o111
@@ -44,7 +50,7 @@ def test_scaffold_tests_and_one_epoch(fdl: Fdl, tmp_path: Path) -> None:
 
 
 def test_with_hf_and_refusals(fdl: Fdl, tmp_path: Path) -> None:
-    assert fdl("init", "withhf", "--with-hf", cwd=tmp_path).returncode == 0
+    assert fdl("init", "withhf", "--with-hf", "--no-wheels", cwd=tmp_path).returncode == 0
     assert '"flodl-hf==0.1.0"' in (tmp_path / "withhf" / "pyproject.toml").read_text()
     again = fdl("init", "withhf", cwd=tmp_path)
     assert again.returncode == 1 and "already exists and is not empty" in again.stderr
@@ -56,8 +62,61 @@ def test_distributed_path_through_flodl_ddp(fdl: Fdl, tmp_path: Path) -> None:
     ddp = pytest.importorskip("flodl_ddp")
     if not hasattr(ddp, "Trainer"):
         pytest.skip("flodl_ddp has no Trainer in this build")
-    assert fdl("init", "d", cwd=tmp_path).returncode == 0
+    assert fdl("init", "d", "--no-wheels", cwd=tmp_path).returncode == 0
     proc = fdl("train", "--", "--epochs", "1", "--ranks", "2", "--out", str(tmp_path / "r"),
                cwd=tmp_path / "d", timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "r" / "model.fdl").is_file()
+
+
+def test_pins_torch_and_says_where_flodl_comes_from(fdl: Fdl, tmp_path: Path) -> None:
+    proc = fdl("init", "p", "--no-wheels", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proj = tmp_path / "p"
+    assert f"\ntorch=={TORCH_VERSION}\n" in (proj / "constraints.txt").read_text()
+    assert f"constraints.txt  torch=={TORCH_VERSION}" in proc.stdout
+    # No wheels/: the output and the README say how to build them when the index lacks flodl.
+    rebuild = f"pip wheel --no-deps -w {proj.resolve() / 'wheels'} /path/to/flodl/packages/flodl-*"
+    assert rebuild in proc.stdout and "lacks flodl-cli==0.1.0" in proc.stdout
+    assert "pip wheel --no-deps -w wheels /path/to/flodl/packages/flodl-*" in (
+        (proj / "README.md").read_text()
+    )
+    assert not (proj / "wheels").exists()
+    script = (proj / "fdl").read_text()
+    assert '"$ROOT/constraints.txt"' in script.split("stamp_now=", 1)[1].splitlines()[0]
+
+
+def test_rendered_from_a_clone_names_it() -> None:
+    files = render("p", "0.1.0", False, torch="2.9.1", clone=Path("/src/flo dl"))
+    assert files["constraints.txt"].splitlines()[-1] == "torch==2.9.1"
+    readme = files["README.md"]
+    assert "from the flodl clone at `/src/flo dl` into `wheels/`" in readme
+    assert "pip wheel --no-deps -w wheels '/src/flo dl'/packages/flodl-*" in readme
+    script = files["fdl"]
+    assert "'/src/flo dl'" in script and '--find-links "$WHEELS"' in script
+    assert "{{" not in "".join(files.values())
+
+
+def test_failed_wheel_build_leaves_no_folder(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    bad = clone / "packages" / "flodl-bad"
+    bad.mkdir(parents=True)
+    (bad / "pyproject.toml").write_text("[build-system]\nrequires = [\n")  # not TOML
+    with pytest.raises(CliError) as e:
+        wh.build(clone, tmp_path / "proj" / "wheels")
+    assert f"could not build the flodl wheels from {clone}" in str(e.value)
+    assert not (tmp_path / "proj" / "wheels").exists()
+    assert list((tmp_path / "proj").iterdir()) == []
+
+
+def test_add_install_uses_the_project_wheels_and_pins(fdl: Fdl, tmp_path: Path) -> None:
+    assert fdl("init", "p", "--no-wheels", cwd=tmp_path).returncode == 0
+    proj = tmp_path / "p"
+    (proj / "wheels").mkdir()
+    proc = fdl("add", "flodl-hf", "--install", "--dry-run", cwd=proj)
+    assert proc.returncode == 0, proc.stderr
+    wanted = (
+        f"would run: {sys.executable} -m pip install flodl-hf==0.1.0 "
+        f"-c {proj.resolve() / 'constraints.txt'} --find-links {proj.resolve() / 'wheels'}"
+    )
+    assert wanted in proc.stdout

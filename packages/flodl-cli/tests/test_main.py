@@ -130,6 +130,18 @@ def test_run_executes_a_script_with_its_args(fdl: Fdl, tmp_path: Path) -> None:
     assert out.read_text() == "--epochs 3"
 
 
+def test_run_takes_gpus_before_the_script_and_leaves_the_script_its_own(
+    fdl: Fdl, tmp_path: Path
+) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("import os, sys; print(os.environ['CUDA_VISIBLE_DEVICES'], *sys.argv[1:])")
+    rows = ["0, A100, 40960, 40000, 8.0, 550.54", "1, A100, 40960, 40000, 8.0, 550.54"]
+    proc = fdl("run", "--gpus", "1", str(script), "--gpus", "7", gpus=rows)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1 --gpus 7"
+    assert fdl("--gpus", "0,1", "run", str(script), gpus=rows).stdout.strip() == "0,1"
+
+
 def test_run_reports_a_failing_script(fdl: Fdl, tmp_path: Path) -> None:
     script = tmp_path / "bad.py"
     script.write_text("raise SystemExit(3)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import yaml
@@ -185,3 +186,78 @@ def test_manifest_can_replace_run_and_test(fdl: Fdl, tmp_path: Path) -> None:
     (tmp_path / "fdl.yml").write_text("commands:\n  test: echo project tests\n")
     assert fdl("test").stdout.strip() == "project tests"
     assert "project commands (fdl.yml)" in fdl("--help").stdout
+
+
+def test_gpus_after_the_command_as_well_as_before(fdl: Fdl, tmp_path: Path) -> None:
+    (tmp_path / "fdl.yml").write_text(
+        "commands:\n  show: python -c \"import os, sys; print(os.environ['CUDA_VISIBLE_DEVICES'], "
+        "os.environ['FLODL_WORLD_SIZE'], *sys.argv[1:])\"\n"
+    )
+    rows = ["0, A100, 40960, 40000, 8.0, 550.54", "1, A100, 40960, 40000, 8.0, 550.54"]
+    assert fdl("show", "--gpus", "0,1", gpus=rows).stdout.strip() == "0,1 2"
+    assert fdl("show", "--gpus=1", gpus=rows).stdout.strip() == "1 1"
+    assert fdl("--gpus", "1", "show", "--gpus", "1", gpus=rows).stdout.strip() == "1 1"
+    # After `--` the words are the command's own.
+    assert (
+        fdl("show", "--gpus", "1", "--", "--gpus", "7", gpus=rows).stdout.strip() == "1 1 --gpus 7"
+    )
+    both = fdl("--gpus", "0", "show", "--gpus", "1", gpus=rows)
+    assert both.returncode == 2 and "two --gpus given: 0 and 1" in both.stderr
+    bare = fdl("show", "--gpus", gpus=rows)
+    assert bare.returncode == 2 and "--gpus needs a value" in bare.stderr
+    # A path command's sub-command takes it too.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "fdl.yml").write_text(
+        "commands:\n  show: python -c \"import os; print(os.environ['CUDA_VISIBLE_DEVICES'])\"\n"
+    )
+    with open(tmp_path / "fdl.yml", "a") as f:
+        f.write("  sub: {path: sub}\n")
+    assert fdl("sub", "show", "--gpus", "1", gpus=rows).stdout.strip() == "1"
+
+
+def test_names_the_manifest_found_in_a_parent_folder(fdl: Fdl, tmp_path: Path) -> None:
+    root = project(tmp_path / "proj")
+    deep = root / "a" / "b"
+    deep.mkdir(parents=True)
+    proc = fdl("short", cwd=deep)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == "short"
+    assert f"fdl: using {(root / 'fdl.yml').resolve()}\n" in proc.stderr
+    assert "fdl: using" not in fdl("short", cwd=root).stderr
+    assert "fdl: using" not in fdl("-q", "short", cwd=deep).stderr
+    shown = fdl("config", "show", cwd=deep)
+    assert f"fdl: using {(root / 'fdl.yml').resolve()}" in shown.stderr
+
+
+def test_the_clone_fdl_inside_a_project_uses_the_project_manifest(fdl: Fdl, tmp_path: Path) -> None:
+    # A flodl clone's ./fdl exports FDL_ROOT=<clone> (for the workspace); run from inside a
+    # project, fdl works on that project's fdl.yml.
+    clone = tmp_path / "clone"
+    (clone / "packages" / "flodl-cli").mkdir(parents=True)
+    (clone / "packages" / "flodl-cli" / "pyproject.toml").write_text("")
+    (clone / "noxfile.py").write_text("")
+    root = project(tmp_path / "proj")
+    proc = fdl("short", cwd=root, FDL_ROOT=str(clone))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == "short"
+    (root / "data").mkdir()
+    shown = fdl("config", "show", cwd=root / "data", FDL_ROOT=str(clone))
+    assert shown.returncode == 0 and "short" in shown.stdout, shown.stderr
+
+
+def test_yaml_anchors_and_aliases_are_refused_with_file_and_line(fdl: Fdl, tmp_path: Path) -> None:
+    err = _error(fdl, tmp_path, "options: &o {epochs: 1}\ncommands:\n  t: {options: *o}\n")
+    assert "fdl.yml:1: YAML anchor &o is not accepted" in err and "write the value out" in err
+    err = _error(fdl, tmp_path, "commands:\n  t: {run: x}\n  u: *t\n")
+    assert "fdl.yml:3: YAML alias *t is not accepted" in err
+
+
+def test_a_billion_laughs_is_refused_before_it_expands(fdl: Fdl, tmp_path: Path) -> None:
+    # 9 levels of 9 aliases each: 9**9 (387 M) leaves once expanded, from ~400 bytes.
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    names = "abcdefghij"
+    for prev, cur in itertools.pairwise(names):
+        lines.append(f"{cur}: &{cur} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    (tmp_path / "fdl.yml").write_text("\n".join([*lines, "commands: {t: echo}"]) + "\n")
+    proc = fdl("t", cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2
+    assert "fdl.yml:1: YAML anchor &a is not accepted" in proc.stderr

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from flodl_cli._hardware import Gpu, amd_gpus, parse_nvidia_smi
 from flodl_cli._torch_builds import arch_covered, choose
+from flodl_cli._torch_install import TORCH_VERSION
 
 from .conftest import Fdl
 
@@ -66,11 +67,24 @@ def test_dry_run_prints_the_exact_pip_command(fdl: Fdl, tmp_path: Path) -> None:
     proc = fdl("setup", "--dry-run", cwd=tmp_path, gpus=[SM86, SM120])
     assert proc.returncode == 0, proc.stderr
     assert "gpu 1    NVIDIA GeForce RTX 5090 (sm_120, 32 GiB)" in proc.stdout
-    spec = "torch" if version is None else f"torch=={version.split('+')[0]}+cu128"
-    assert (
-        f"would run: {sys.executable} -m pip install {spec} "
-        "--index-url https://download.pytorch.org/whl/cu128"
-    ) in proc.stdout
+    base = TORCH_VERSION if version is None else version.split("+")[0]
+    pip = f"{sys.executable} -m pip install torch=={base}+cu128"
+    assert f"would run: {pip}   (if your package index has this build)" in proc.stdout
+    assert f"     else: {pip} --index-url https://download.pytorch.org/whl/cu128" in proc.stdout
+
+
+def test_the_torch_version_comes_from_the_project_pin(fdl: Fdl, tmp_path: Path) -> None:
+    # Never a bare `torch` (pip would take the newest, a CUDA build on Linux): the project's
+    # constraints.txt decides the version, whatever torch is installed.
+    (tmp_path / "constraints.txt").write_text("numpy==2.0\nTorch == 2.9.1  # tested\n")
+    proc = fdl("setup", "--dry-run", cwd=tmp_path, gpus=[SM86])
+    assert proc.returncode == 0, proc.stderr
+    assert f"version  torch 2.9.1 (pinned in {tmp_path.resolve() / 'constraints.txt'})" in (
+        proc.stdout
+    )
+    assert f"would run: {sys.executable} -m pip install torch==2.9.1+cu128 " in proc.stdout
+    cpu = fdl("setup", "--dry-run", cwd=tmp_path)
+    assert "torch==2.9.1+cpu" in cpu.stdout and "nothing to install" not in cpu.stdout
 
 
 def test_mixed_gpus_need_a_decision(fdl: Fdl, tmp_path: Path) -> None:

@@ -64,6 +64,17 @@ def add_dependency(text: str, dist: str, pin: str, file: str) -> tuple[str, str]
     return text[:start] + new_body + text[start + len(body) :], action
 
 
+def _sources(project: Path) -> list[str]:
+    """The project's pins and its ``wheels/`` (made by ``fdl init`` from a clone), as its
+    ``./fdl`` uses them."""
+    out: list[str] = []
+    if (project / "constraints.txt").is_file():
+        out += ["-c", str(project / "constraints.txt")]
+    if (project / "wheels").is_dir():
+        out += ["--find-links", str(project / "wheels")]
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     dist = "flodl-hf"
     pin = f"{dist}=={flodl_release()}"
@@ -74,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(file, text)
     print(("would change " if args.dry_run and changed else "") + action)
     if args.install:
-        cmd = [sys.executable, "-m", "pip", "install", pin]
+        cmd = [sys.executable, "-m", "pip", "install", pin, *_sources(file.parent)]
         if args.dry_run:
             print("would run: " + shlex.join(cmd))
         elif call(cmd) != 0:

@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             "no fdl.yml in this folder or above", fix="fdl setup writes one, or fdl init NAME"
         )
+    mf.announce(file)
     env = args.env or _context.env
     manifest = mf.load(file, env)
     print(ym.dump_annotated(manifest.doc), end="")

@@ -10,14 +10,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._dispatch import call, child_env
+from . import _context
+from ._dispatch import call, child_env, resolve_gpus
 from ._errors import CliError
 from ._workspace import find_root
 
 RUN_HELP = """usage: fdl run [SCRIPT] [ARGS...]
 
 Train the flodl quickstart example (examples/quickstart.py of the workspace), or run SCRIPT
-with this venv's Python. ARGS go to the script, e.g. fdl run --serve 3000 --epochs 60."""
+with this venv's Python. ARGS go to the script, e.g. fdl run --serve 3000 --epochs 60;
+fdl's --gpus LIST goes before SCRIPT (after it, it is the script's own)."""
 
 TEST_HELP = """usage: fdl test [NOX ARGS...]
 
@@ -39,10 +41,12 @@ def passthrough(command: str, rest: list[str]) -> int:
     if rest[:1] in (["-h"], ["--help"]):
         print(RUN_HELP if command == "run" else TEST_HELP)
         return 0
+    # `fdl --gpus 0,1 run` / `fdl run --gpus 0,1`: CUDA_VISIBLE_DEVICES for the child.
+    gpus = resolve_gpus(_context.gpus) if _context.gpus else None
     if command == "test":
         root = _root()
         return call(
-            [sys.executable, "-m", "nox", *rest], cwd=root, env=child_env(HF_HUB_OFFLINE="1")
+            [sys.executable, "-m", "nox", *rest], cwd=root, env=child_env(gpus, HF_HUB_OFFLINE="1")
         )
     if rest and not rest[0].startswith("-"):
         script, args = Path(rest[0]), rest[1:]
@@ -50,4 +54,4 @@ def passthrough(command: str, rest: list[str]) -> int:
         script, args = _root() / "examples" / "quickstart.py", rest
     if not script.is_file():
         raise CliError(f"fdl run: no such script: {script}")
-    return call([sys.executable, str(script), *args], env=child_env())
+    return call([sys.executable, str(script), *args], env=child_env(gpus))

@@ -7,16 +7,15 @@ installed torch from its package metadata.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
 from . import _console as con
-from ._dispatch import call
+from . import _torch_install as ti
 from ._dists import version_of
 from ._errors import CliError
 from ._hardware import Machine, detect
-from ._torch_builds import VARIANTS, Choice, Variant, base_version, choose, variant_of
+from ._torch_builds import VARIANTS, Choice, base_version, choose, variant_of
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -41,15 +40,9 @@ def installed_torch() -> tuple[str | None, str | None]:
     return version, variant_of(version, cuda)
 
 
-def pip_command(variant: Variant, torch_version: str | None, force: bool) -> list[str]:
-    spec = (
-        "torch" if torch_version is None else f"torch=={base_version(torch_version)}+{variant.name}"
-    )
-    cmd = [sys.executable, "-m", "pip", "install", spec, "--index-url", variant.index_url]
-    return [*cmd, "--force-reinstall", "--no-deps"] if force else cmd
-
-
-def _describe(machine: Machine, choice: Choice, torch: tuple[str | None, str | None]) -> list[str]:
+def _describe(
+    machine: Machine, choice: Choice, torch: tuple[str | None, str | None], pin: ti.Pin
+) -> list[str]:
     ram = f"{machine.ram_mib / 1024:.1f} GiB" if machine.ram_mib else "unknown"
     lines = [
         f"system   {machine.os}",
@@ -65,16 +58,22 @@ def _describe(machine: Machine, choice: Choice, torch: tuple[str | None, str | N
     version, variant = torch
     lines.append(f"torch    {'not installed' if version is None else f'{version} ({variant})'}")
     lines.append(f"plan     torch {choice.variant.describe()}: {choice.reason}")
+    lines.append(f"version  torch {pin.version} ({pin.source})")
     return lines
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._workspace import find_root, project_dir
+
     machine = detect()
     choice = choose(machine.gpus)
     if args.variant:
         choice = Choice(VARIANTS[args.variant], "chosen with --variant")
     torch = installed_torch()
-    for line in _describe(machine, choice, torch):
+    version, variant = torch
+    folders = [project_dir(), *[r for r in (find_root(),) if r is not None]]
+    pin = ti.torch_pin(folders, version)
+    for line in _describe(machine, choice, torch, pin):
         print(line)
     if choice.uncovered and not args.variant:
         gpus = ", ".join(f"GPU {g.index} ({g.arch})" for g in choice.uncovered)
@@ -83,14 +82,13 @@ def run(args: argparse.Namespace) -> int:
             fix=f"fdl setup --variant {choice.variant.name} to accept it, or hide those GPUs "
             "with CUDA_VISIBLE_DEVICES",
         )
-    version, variant = torch
     wanted = choice.variant.name
-    up_to_date = variant == wanted and not args.force
-    cmd = pip_command(choice.variant, version, args.force and variant == wanted)
-    if up_to_date:
+    right = variant == wanted and version is not None and base_version(version) == pin.version
+    plan = ti.plan(choice.variant, pin, force=args.force and right)
+    if right and not args.force:
         print(f"torch {version} is already the {wanted} build: nothing to install")
     elif args.dry_run:
-        print("would run: " + shlex.join(cmd))
+        print("\n".join(ti.dry_run_lines(plan)))
     else:
         if sys.prefix == sys.base_prefix:
             raise CliError(
@@ -99,14 +97,10 @@ def run(args: argparse.Namespace) -> int:
                 fix="python3 -m venv .venv && .venv/bin/pip install flodl-cli "
                 "&& .venv/bin/fdl setup",
             )
-        if not _confirm(args.yes, f"install torch ({wanted}) into {sys.prefix}?"):
+        if not _confirm(args.yes, f"install {plan.spec} into {sys.prefix}?"):
             print("nothing installed")
             return 1
-        con.info("fdl setup: " + shlex.join(cmd))
-        if call(cmd) != 0:
-            raise CliError(
-                "pip could not install torch (see its output above)", fix=shlex.join(cmd)
-            )
+        ti.install(plan)
     _write_manifest(args.dry_run)
     return 0
 

@@ -17,7 +17,7 @@ from . import _console as con
 from . import _context
 from ._dists import CLI_VERSION, installed_versions
 from ._errors import CliError, UsageError
-from ._parser import BUILTINS, FdlParser, global_parser, split_globals, top_help
+from ._parser import BUILTINS, FdlParser, global_parser, pull_gpus, split_globals, top_help
 
 
 def _version_text() -> str:
@@ -63,7 +63,9 @@ def _dispatch(command: str, rest: list[str], env: str | None) -> int:
     project = _load_project(env)
     if project is not None and command in project.commands:
         from ._dispatch import resolve_gpus, run_command
+        from ._manifest import announce
 
+        announce(project.file)
         gpus = resolve_gpus(_context.gpus) if _context.gpus else None
         return run_command(project, command, rest, gpus)
     if command in ("run", "test"):
@@ -105,6 +107,12 @@ def _main(argv: list[str]) -> int:
         env, command = command[1:], (rest[0] if rest else None)
         rest = rest[1:]
     env = env or os.environ.get("FDL_ENV") or None
+    if command not in (None, "__complete") and env != "cluster":
+        # `fdl train --gpus 0,1` as well as `fdl --gpus 0,1 train`.
+        late, rest = pull_gpus(command, rest)
+        if late is not None and g.gpus is not None and late != g.gpus:
+            raise UsageError(f"two --gpus given: {g.gpus} and {late}", hint="keep one of them")
+        g.gpus = late if late is not None else g.gpus
     _context.env, _context.gpus = env, g.gpus
     if command == "__complete":
         from ._cmd_completions import complete

@@ -17,7 +17,6 @@ line and the key, and says what is allowed.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 from . import _yamlmarks as ym
 from ._errors import CliError
+from ._workspace import bootstrap_project
 
 NAMES = ("fdl.yml", "fdl.yaml", "fdl.json")
 TOP_KEYS = ("description", "entry", "commands", "options", "training", "ddp", "output")
@@ -76,19 +76,27 @@ def find(start: Path | None = None) -> Path | None:
     """The nearest manifest at or above ``start`` (default: the working directory).
 
     When the ``./fdl`` bootstrap of a project is called from outside that project, it exports
-    ``FDL_ROOT``; the search then starts there instead.
+    ``FDL_ROOT``; the search then starts there instead. A flodl clone's bootstrap exports it too,
+    but for the workspace only: its ``fdl`` searches from the working directory.
     """
     here = (start or Path.cwd()).resolve()
-    root = os.environ.get("FDL_ROOT")
-    if start is None and root:
-        r = Path(root).resolve()
-        if r != here and r not in here.parents:
-            here = r
+    root = bootstrap_project() if start is None else None
+    if root is not None and root != here and root not in here.parents:
+        here = root
     for folder in (here, *here.parents):
         for name in NAMES:
             if (folder / name).is_file():
                 return folder / name
     return None
+
+
+def announce(file: Path) -> None:
+    """Name the manifest in use on stderr when it is not the working directory's own (found in
+    a parent folder, or the project of the ``./fdl`` that was called): one line, none with -q."""
+    from . import _console as con
+
+    if file.parent.resolve() != Path.cwd().resolve():
+        con.info(f"fdl: using {file.resolve()}")
 
 
 def envs(folder: Path) -> list[str]:

@@ -62,6 +62,39 @@ def split_globals(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
     return argv, None, []
 
 
+def pull_gpus(command: str, rest: list[str]) -> tuple[str | None, list[str]]:
+    """``fdl CMD ... --gpus LIST``: the ``--gpus`` given after the command word (``None`` if
+    none), and the words without it.
+
+    Words after ``--`` belong to the command and stay; so do the script's arguments in
+    ``fdl run SCRIPT ARGS`` (a ``--gpus`` there is the script's own).
+    """
+    out: list[str] = []
+    found: str | None = None
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        if tok == "--" or (command == "run" and not out and not tok.startswith("-")):
+            return found, out + rest[i:]
+        if tok != "--gpus" and not tok.startswith("--gpus="):
+            out.append(tok)
+            i += 1
+            continue
+        if tok == "--gpus":
+            if i + 1 >= len(rest):
+                raise UsageError(
+                    "--gpus needs a value: 'all' or GPU indices like 0,1",
+                    hint=f"example: fdl {command} --gpus 0,1",
+                )
+            value, i = rest[i + 1], i + 2
+        else:
+            value, i = tok[len("--gpus=") :], i + 1
+        if found is not None and found != value:
+            raise UsageError(f"two --gpus given: {found} and {value}", hint="keep one of them")
+        found = value
+    return found, out
+
+
 def available(name: str) -> bool:
     """Whether a built-in can work here; ``--help`` lists only those."""
     if name == "hf":
@@ -99,7 +132,7 @@ def top_help(project: object | None, project_error: str | None = None) -> str:
         "  -V, --version    print the fdl version and the installed flodl packages",
         "  -v, -vv / -q     more / less output (exported as FLODL_VERBOSITY)",
         "  --env NAME       merge fdl.NAME.yml over fdl.yml (also: @NAME, FDL_ENV)",
-        "  --gpus LIST      'all' or '0,1': CUDA_VISIBLE_DEVICES for the command",
+        "  --gpus LIST      'all' or '0,1': CUDA_VISIBLE_DEVICES for the command (also after it)",
         "  @cluster CMD     run CMD on every machine of fdl.cluster.yml (fdl @cluster --help)",
         "  --no-ansi        no colours",
         "",

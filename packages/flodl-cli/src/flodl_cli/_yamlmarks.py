@@ -41,6 +41,7 @@ def load(path: Path, label: str | None = None) -> Doc:
     except OSError as e:
         raise CliError(f"cannot read {path}: {e.strerror}") from None
     try:
+        _refuse_aliases(text, label)
         loader = _loader()(text)
         try:
             node = loader.get_single_node()
@@ -57,6 +58,23 @@ def load(path: Path, label: str | None = None) -> Doc:
     if node is not None:
         _marks(node, (), label, doc.origin)
     return doc
+
+
+def _refuse_aliases(text: str, label: str) -> None:
+    """Refuse anchors (``&a``) and aliases (``*a``) from the token stream, before anything is
+    composed: nested aliases expand a few hundred bytes into billions of nodes (the "billion
+    laughs"), and a manifest has no need for them."""
+    import yaml
+
+    for token in yaml.scan(text, Loader=_loader()):
+        if isinstance(token, (yaml.AnchorToken, yaml.AliasToken)):
+            what = "anchor &" if isinstance(token, yaml.AnchorToken) else "alias *"
+            raise CliError(
+                f"{label}:{token.start_mark.line + 1}: YAML {what}{token.value} is not accepted "
+                "(anchors and aliases can expand a small file into a huge one); "
+                "fix: write the value out in full",
+                code=2,
+            )
 
 
 def _marks(node: Any, path: Path_, label: str, out: dict[Path_, str]) -> None:
