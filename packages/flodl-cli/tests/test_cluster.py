@@ -1,9 +1,11 @@
-"""``fdl @cluster COMMAND`` and ``fdl probe @cluster`` (the machinery itself is tested in
-flodl-ddp; here: the hooks, the options, the messages and the exit codes)."""
+"""``fdl @cluster COMMAND`` and ``fdl probe @cluster`` (the controller itself is tested in
+tests/cluster/; here: the hooks, the options, the messages, fdl.yml commands and exit codes)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,8 +15,9 @@ from flodl_cli import main
 
 from .conftest import Fdl
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("flodl_ddp") is None, reason="@cluster needs flodl-ddp"
+needs_ddp = pytest.mark.skipif(
+    importlib.util.find_spec("flodl_ddp") is None,
+    reason="a worker needs flodl-ddp: this machine is the worker here",
 )
 
 SSH_CLUSTER = """\
@@ -71,7 +74,8 @@ def test_invalid_file_names_the_key(
     )
     code, _, err = _run(["@cluster", "python", "train.py"], capsys)
     assert code == 1
-    assert "ConfigError" in err and "cluster.workers[0].socket_ifname: missing" in err
+    assert err.startswith(f"fdl: error: {tmp_path / 'fdl.cluster.yml'}: cluster.workers[0]")
+    assert "cluster.workers[0].socket_ifname: missing" in err
 
 
 def test_dry_run_prints_each_workers_ssh_command_without_the_token(
@@ -86,7 +90,8 @@ def test_dry_run_prints_each_workers_ssh_command_without_the_token(
     assert alpha.startswith("alpha: ssh -T -o BatchMode=yes")
     assert "-- me@alpha.lan 'cd /srv/proj && exec env PYTHONUNBUFFERED=1" in alpha
     assert "GLOO_SOCKET_IFNAME=eth1" in alpha and "--host-rendezvous" in alpha
-    assert "--nproc-per-node=2 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29400" in alpha
+    assert "--node-rank=0 --nproc-per-node=2 --rdzv-backend=static" in alpha
+    assert "--rdzv-endpoint=10.0.0.1:29400" in alpha
     assert alpha.endswith("-- python train.py --lr 0.1'")
     assert beta.startswith("beta: ssh ") and "-- beta 'exec env" in beta
     assert "--host-rendezvous" not in beta
@@ -103,6 +108,7 @@ def test_unknown_option_is_a_usage_error(
     assert code == 2 and "a command is required" in err
 
 
+@needs_ddp
 def test_probe_green_and_red(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,20 +134,23 @@ def test_probe_green_and_red(
     assert code == 2 and "unknown target '@nope'" in err
 
 
-def test_without_flodl_ddp(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from flodl_cli import _cmd_cluster
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        _cmd_cluster.importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "flodl_ddp" else real(name, *a),
+def test_the_controller_needs_no_torch_and_no_flodl_ddp(fdl: Fdl, tmp_path: Path) -> None:
+    """Only the workers run flodl-ddp: a dry run works where neither it nor torch imports."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    for name in ("torch", "flodl_ddp", "flodl_core"):
+        (blocker / name).mkdir()
+        (blocker / name / "__init__.py").write_text(f"raise ImportError('{name} is absent')\n")
+    (tmp_path / "fdl.cluster.yml").write_text(SSH_CLUSTER)
+    path = f"{blocker}:{os.environ.get('PYTHONPATH', '')}"
+    done = fdl("@cluster", "--dry-run", "python", "t.py", cwd=tmp_path, PYTHONPATH=path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("alpha: ssh -T")
+    code = "import sys, flodl_cli.cluster; print(sorted(m for m in sys.modules if 'torch' in m))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=path), capture_output=True
     )
-    monkeypatch.chdir(tmp_path)
-    code, _, err = _run(["@cluster", "python", "x.py"], capsys)
-    assert code == 1 and "@cluster needs flodl-ddp" in err and "pip install flodl-ddp" in err
+    assert proc.stdout.strip() == b"[]", proc.stderr
 
 
 def test_first_failure_sets_fdls_exit_code(fdl: Fdl, tmp_path: Path) -> None:

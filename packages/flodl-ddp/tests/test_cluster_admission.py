@@ -103,6 +103,34 @@ def test_a_rank_zero_without_the_token_is_not_trusted() -> None:
         admit(store, 1, 2, "good", host="h1", timeout_s=2, round_id=0)
 
 
+def test_macs_are_compared_only_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every MAC check goes through ``hmac.compare_digest``, and its answer alone decides: with
+    a compare that says "different", even matching tokens are refused. An ``==`` in its place
+    (timing leak) would skip the spy and admit them."""
+    from flodl_ddp import _admission
+
+    calls: list[tuple[str, str]] = []
+
+    class SpyHmac:
+        new = staticmethod(hmac.new)
+
+        @staticmethod
+        def compare_digest(a: str, b: str) -> bool:
+            calls.append((a, b))
+            return verdict
+
+    monkeypatch.setattr(_admission, "hmac", SpyHmac)
+    verdict = True
+    assert _run(["tok"] * 3) == ["ok", "ok", "ok"]
+    assert len(calls) == 4  # rank 0 checks ranks 1 and 2; each of them checks rank 0
+    assert all(len(a) == len(b) == 64 for a, b in calls)  # hex SHA-256 MACs on both sides
+    calls.clear()
+    verdict = False
+    results = _run(["tok"] * 2)
+    assert isinstance(results[0], DdpError) and "refused rank 1" in str(results[0])
+    assert isinstance(results[1], DdpError) and len(calls) == 1
+
+
 def test_a_missing_peer_times_out_with_a_clear_error() -> None:
     with pytest.raises(DdpError, match=r"timed out after 0\.3 s waiting for rank 1's proof"):
         admit(MemoryStore(), 0, 2, "t", host="h0", timeout_s=0.3, round_id=0)

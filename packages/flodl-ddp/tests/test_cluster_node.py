@@ -35,18 +35,35 @@ def test_bound_store_listens_on_one_address_only() -> None:
         node.bound_store("192.0.2.1", 0, 1.0)  # TEST-NET-1: an address this machine lacks
 
 
-def test_bootstrap_store_is_bound_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+def test_torchruns_static_store_shares_the_bound_one() -> None:
+    """Node 0's torchrun opens its static-rendezvous store on the controller's port; the agent's
+    store, bound to one address, is the server it gets (multi_tenant): still one listener."""
+    from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import StaticTCPRendezvous
 
-    # monkeypatch restores the original method after the test
-    monkeypatch.setattr(
-        dr.DynamicRendezvousHandler,
-        "_create_tcp_store_server",
-        dr.DynamicRendezvousHandler._create_tcp_store_server,
-    )
-    node._bind_bootstrap_store("127.0.0.1")
-    store = dr.DynamicRendezvousHandler._create_tcp_store_server(None, "ignored", 0)  # type: ignore[arg-type]
+    store = node.bound_store("127.0.0.1", 0, 10.0)
+    rdzv = StaticTCPRendezvous("127.0.0.1", store.port, 0, 1, "run", 10)
+    info = rdzv.next_rendezvous()
+    info.store.set("k", b"v")
+    assert store.get("run/k") == b"v"  # the same server (static prefixes the run id)
     assert _listeners(store.port) == ["0100007F"]
+    assert info.bootstrap_store_info.master_port == store.port  # the ranks' store, too
+
+
+def test_no_torch_internals_are_patched() -> None:
+    source = Path(node.__file__).read_text()
+    assert "_create_tcp_store_server" not in source
+    assert "DynamicRendezvousHandler" not in source
+
+
+def test_torchrun_extra_and_path() -> None:
+    assert node.torchrun_extra(45.5, "10.0.0.2") == [
+        "--rdzv-conf=timeout=46",
+        "--no-python",
+        "--local-addr=10.0.0.2",
+    ]
+    assert node.torchrun_extra(300, None) == ["--rdzv-conf=timeout=300", "--no-python"]
+    assert node.path_with_bin("/usr/bin:/v/bin:/bin", "/v/bin/python") == "/v/bin:/usr/bin:/bin"
+    assert node.path_with_bin(None, "/v/bin/python") == "/v/bin"
 
 
 def test_parse_splits_agent_torchrun_and_command() -> None:

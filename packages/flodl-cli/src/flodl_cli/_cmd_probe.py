@@ -1,5 +1,6 @@
 """``fdl probe [--json]``: readiness checks, one line each (ok / warn / FAIL) with the fix;
-exit 0 when every check passes, 1 otherwise."""
+exit 0 when every check passes, 1 otherwise. ``fdl probe @cluster`` checks every worker of the
+cluster file instead (reachability, versions, interface, shared data): :mod:`._cmd_cluster`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("target", nargs="?", help="@cluster: probe every worker of fdl.cluster.yml")
     p.add_argument("--file", help="with @cluster: the cluster file (default: fdl.cluster.yml)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="with @cluster: seconds each worker has to answer, data listing included (30)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"probe: unknown target {args.target!r}", hint="fdl probe @cluster")
         from ._cmd_cluster import probe
 
-        return probe(["--json"] if args.json else [], args.file)
+        timeout = [f"--timeout={args.timeout}"] if args.timeout is not None else []
+        return probe(["--json"] * bool(args.json) + timeout, args.file)
     from ._facts import collect
 
     f = collect()

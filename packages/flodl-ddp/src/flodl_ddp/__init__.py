@@ -26,15 +26,6 @@ from ._bypass import sync_buffers as sync_buffers
 from ._bypass import sync_params as sync_params
 from ._bypass import verify_replicas as verify_replicas
 from ._bypass import weighted_all_reduce_gradients as weighted_all_reduce_gradients
-from ._cluster_config import ClusterConfig as ClusterConfig
-from ._cluster_config import ControllerConfig as ControllerConfig
-from ._cluster_config import SshTarget as SshTarget
-from ._cluster_config import WorkerConfig as WorkerConfig
-from ._cluster_launch import run_cluster as run_cluster
-from ._cluster_probe import ProbeReport as ProbeReport
-from ._cluster_probe import probe_cluster as probe_cluster
-from ._cluster_transport import LocalTransport as LocalTransport
-from ._cluster_transport import SshTransport as SshTransport
 from ._config import DdpConfig as DdpConfig
 from ._config import TrainerConfig as TrainerConfig
 from ._elastic import ElasticOptions as ElasticOptions
@@ -84,8 +75,6 @@ __all__ = [
     "MODES",
     "ActionKind",
     "Backend",
-    "ClusterConfig",
-    "ControllerConfig",
     "ConvergenceAction",
     "ConvergenceGuard",
     "DdpConfig",
@@ -99,7 +88,6 @@ __all__ = [
     "ElasticHandle",
     "ElasticOptions",
     "EpochMetrics",
-    "LocalTransport",
     "MetaController",
     "Mode",
     "MsfGuard",
@@ -109,12 +97,9 @@ __all__ = [
     "Partition",
     "Phase",
     "Policy",
-    "ProbeReport",
     "Progress",
     "RankMetrics",
     "SlowMo",
-    "SshTarget",
-    "SshTransport",
     "Timeline",
     "TimelineEvent",
     "TimelineSpan",
@@ -124,7 +109,6 @@ __all__ = [
     "TrainerBuilder",
     "TrainerConfig",
     "TrendGuard",
-    "WorkerConfig",
     "__version__",
     "admit",
     "all_reduce_buckets",
@@ -133,9 +117,7 @@ __all__ = [
     "parse_mode",
     "partition",
     "plan_buckets",
-    "probe_cluster",
     "record_scalar",
-    "run_cluster",
     "split_sizes",
     "sync_buffers",
     "sync_params",

@@ -1,17 +1,27 @@
 """The node agent ``fdl @cluster`` starts on each worker: torchrun, bound to one interface.
 
 ``python -m flodl_ddp._cluster_node --name=NAME [--ifname=IF] [--host-rendezvous]
-[--join-timeout=S] TORCHRUN_OPTIONS -- COMMAND...``
+[--join-timeout=S] TORCHRUN_OPTIONS -- COMMAND...`` (the controller, ``flodl_cli.cluster``,
+builds this line; TORCHRUN_OPTIONS use torchrun's static rendezvous: ``--nnodes``,
+``--node-rank``, ``--rdzv-backend=static``, ``--rdzv-endpoint=HOST:PORT``).
 
 1. reads the run token from the first line of standard input and exports it to the ranks as
    ``FLODL_CLUSTER_TOKEN`` (an empty line: no admission);
 2. finds the IPv4 address of ``--ifname`` (a clear error when the interface is missing) and
    hands it to torchrun as ``--local-addr``; ``GLOO_SOCKET_IFNAME`` is set by the launcher;
-3. with ``--host-rendezvous`` (the first worker), listens for the c10d rendezvous on the
-   ``--rdzv-endpoint`` address alone (a socket bound to that address, handed to a
-   ``TCPStore``), instead of torchrun's store that listens on every interface; the per-run store
-   torchrun's first agent opens for the ranks is bound to ``--ifname``'s address the same way;
-4. runs torchrun in this process and exits with the failing rank's exit code;
+3. with ``--host-rendezvous`` (the first worker, node rank 0), opens the rendezvous store on
+   ``HOST:PORT`` alone before torchrun starts: a ``TCPStore`` handed a socket bound to that
+   address (``master_listen_fd``, see :mod:`flodl_ddp._store`), with ``multi_tenant=True``.
+   torchrun's static rendezvous on node 0 then opens its own ``TCPStore(HOST, PORT,
+   is_master=True, multi_tenant=True)``, which torch documents to share the server of the
+   same process's store on that port: it is this one, so nothing listens on any other
+   interface. The ranks of every worker use that store too (torchrun's static rendezvous hands
+   them ``MASTER_ADDR``/``MASTER_PORT`` = ``HOST:PORT`` and ``TORCHELASTIC_USE_AGENT_STORE``):
+   the run opens no second store. Only documented torch API is used (torchrun's options,
+   ``TCPStore``'s ``master_listen_fd`` and ``multi_tenant``); nothing of torch is patched;
+4. puts this interpreter's ``bin`` folder first on ``PATH`` (as ``fdl`` does for a local
+   command), so a command line's ``python``/``torchrun`` is the worker's configured one, and runs
+   torchrun in this process; exits with the failing rank's exit code;
 5. stops torchrun (SIGTERM: it terminates its ranks) when standard input closes, which is how
    the launcher stops a worker, and SIGKILLs whatever is left 3 s later (a rank blocked in a
    collective over a dead link); so a dropped ssh connection leaves nothing behind.
@@ -22,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import math
 import os
 import signal
 import socket
@@ -70,16 +81,6 @@ def bound_store(addr: str, port: int, timeout_s: float) -> Any:
         ) from None
     _KEEP.append(store)
     return store
-
-
-def _bind_bootstrap_store(addr: str) -> None:
-    """Make the store torchrun's rank-0 agent opens for its ranks listen on ``addr`` alone."""
-    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
-
-    def create(self: Any, master_addr: str, master_port: int) -> Any:
-        return bound_store(addr, int(master_port or 0), 300.0)
-
-    dr.DynamicRendezvousHandler._create_tcp_store_server = create  # type: ignore[method-assign]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -133,6 +134,24 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], list[str]]:
     return known, torchrun, argv[i + 1 :]
 
 
+def torchrun_extra(join_timeout: float, local_addr: str | None) -> list[str]:
+    """The options the agent adds to the launcher's: the join window (static rendezvous:
+    ``timeout``, whole seconds), ``--no-python`` (the command is a full argv) and
+    ``--local-addr``."""
+    extra = [f"--rdzv-conf=timeout={max(1, math.ceil(join_timeout))}", "--no-python"]
+    if local_addr:
+        extra.append(f"--local-addr={local_addr}")
+    return extra
+
+
+def path_with_bin(path: str | None, executable: str = sys.executable) -> str:
+    """``PATH`` with ``executable``'s folder first: the worker's configured interpreter is the
+    ``python`` (and ``torchrun``) a command line finds."""
+    bindir = os.path.dirname(executable)
+    rest = [p for p in (path or "").split(os.pathsep) if p and p != bindir]
+    return os.pathsep.join([bindir, *rest])
+
+
 def _split_endpoint(endpoint: str) -> tuple[str, int]:
     host, _, port = endpoint.rpartition(":")
     return host.strip("[]"), int(port)
@@ -154,14 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     host, port = _split_endpoint(opts.rdzv_endpoint)
     local_addr = interface_address(opts.ifname) if opts.ifname else None
     if opts.host_rendezvous:
+        # torchrun's static rendezvous on this node shares this store's server (multi_tenant).
         bound_store(host, port, opts.join_timeout)
-    _bind_bootstrap_store(local_addr or host)
+    os.environ["PATH"] = path_with_bin(os.environ.get("PATH"))
     if command and command[0] in PYTHONS:
         command = [sys.executable, *command[1:]]  # the interpreter that has flodl and torch
-    conf = f"is_host=false,join_timeout={opts.join_timeout:g}"
-    extra = [f"--rdzv-conf={conf}", "--no-python"]
-    if local_addr:
-        extra.append(f"--local-addr={local_addr}")
+    extra = torchrun_extra(opts.join_timeout, local_addr)
     args = get_args_parser().parse_args([*torchrun, *extra, *command])
     try:
         run(args)

@@ -2,7 +2,12 @@
 
 A transport turns "run this argv with this environment in this directory on that worker" into
 the argv of a local process. Nothing secret ever goes into that argv: the run token travels on
-the process's standard input (see :mod:`flodl_ddp._cluster_launch`).
+the process's standard input (see :func:`run_cluster`).
+
+A ``~`` at the head of the worker's ``python`` and ``path`` means the home of the user the
+command runs as *on the worker*: over ssh it is left for the remote shell to expand (never
+expanded here, where it would be the controller's home); on the local transport, the worker is
+this machine, so it is expanded here.
 """
 
 from __future__ import annotations
@@ -10,9 +15,12 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ._cluster_config import ClusterConfig, WorkerConfig
+from ._config import WorkerConfig
+
+if TYPE_CHECKING:
+    from ._builder import ClusterLike
 
 # Never prompt (a prompt would hang the fan-out), and give up on a dead host quickly.
 SSH_DEFAULT_OPTIONS = ("BatchMode=yes", "ConnectTimeout=10", "ServerAliveInterval=15")
@@ -35,19 +43,30 @@ class Transport(Protocol):
     def spawn(self, worker: WorkerConfig, argv: list[str], env: dict[str, str]) -> Spawn: ...
 
 
+def home_quote(word: str) -> str:
+    """``word`` quoted for a POSIX shell, except that a leading ``~`` or ``~/`` stays unquoted,
+    so the shell that runs the line expands it to its own user's home."""
+    if word == "~":
+        return "~"
+    if word.startswith("~/"):
+        return "~/" + shlex.quote(word[2:]) if len(word) > 2 else "~/"
+    return shlex.quote(word)
+
+
 def remote_line(worker: WorkerConfig, argv: list[str], env: dict[str, str]) -> str:
-    """The shell line a remote login shell runs: ``cd PATH && exec env K=V ... ARGV``."""
-    assigns = [f"{k}={v}" for k, v in env.items()]
-    run = shlex.join(["env", *assigns, *argv]) if assigns else shlex.join(argv)
-    line = f"exec {run}"
+    """The shell line a remote login shell runs: ``cd PATH && exec env K=V ... PROGRAM ARGS``.
+
+    The program (``argv[0]``, the worker's ``python``) and ``path`` keep a leading ``~``
+    unquoted, so it is the remote user's home; every other word is quoted as it is.
+    """
+    if not argv:
+        raise ValueError("remote_line: empty argv")
+    words = [home_quote(argv[0]), *(shlex.quote(a) for a in argv[1:])]
+    if env:
+        words = ["env", *(shlex.quote(f"{k}={v}") for k, v in env.items()), *words]
+    line = "exec " + " ".join(words)
     if worker.path:
-        # A leading ~ stays unquoted so the remote shell expands it.
-        path = worker.path
-        if path == "~" or path.startswith("~/"):
-            quoted = "~" + (shlex.quote(path[1:]) if len(path) > 1 else "")
-        else:
-            quoted = shlex.quote(path)
-        line = f"cd {quoted} && {line}"
+        line = f"cd {home_quote(worker.path)} && {line}"
     return line
 
 
@@ -85,10 +104,15 @@ class LocalTransport:
     name = "local"
 
     def spawn(self, worker: WorkerConfig, argv: list[str], env: dict[str, str]) -> Spawn:
-        full = ["ip", "netns", "exec", worker.netns, *argv] if worker.netns else list(argv)
-        return Spawn(full, dict(os.environ, **env), worker.path)
+        # This machine is the worker: its home is the worker's home.
+        argv = [os.path.expanduser(argv[0]), *argv[1:]] if argv else []
+        full = ["ip", "netns", "exec", worker.netns, *argv] if worker.netns else argv
+        cwd = os.path.expanduser(worker.path) if worker.path else None
+        return Spawn(full, dict(os.environ, **env), cwd)
 
 
-def transport_for(cfg: ClusterConfig) -> Transport:
+def transport_for(cluster: ClusterLike) -> Transport:
     """The transport the cluster file asks for (``cluster.transport``)."""
-    return LocalTransport() if cfg.transport == "local" else SshTransport()
+    from ._builder import as_config
+
+    return LocalTransport() if as_config(cluster).transport == "local" else SshTransport()

@@ -1,14 +1,14 @@
 """``fdl @cluster COMMAND``: one ``torchrun`` per worker, output fanned in, first failure wins.
 
-For every worker the launcher starts, through the transport, the node agent
-(``python -m flodl_ddp._cluster_node``) with that worker's torchrun options: ``--nnodes`` (the
-number of workers), ``--nproc-per-node`` (its devices) and a c10d rendezvous at
-``controller.host:port`` (the rendezvous assigns the node ranks: torchrun ignores
-``--node-rank`` with c10d, so it is not passed). The first worker's agent hosts that rendezvous,
-bound to the controller address alone. Each worker's environment gets the cluster's and the
-worker's ``env``, ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` from ``socket_ifname`` and
-``CUDA_VISIBLE_DEVICES`` from its GPUs. The run token goes to each agent on its standard input
-(first line) and never appears in an argv, an environment passed to ssh, or the output.
+For every worker the launcher starts, through the transport, flodl-ddp's node agent
+(``python -m flodl_ddp._cluster_node``, which every worker has installed) with that worker's
+torchrun options: ``--nnodes`` (the number of workers), ``--node-rank`` (its place in the file),
+``--nproc-per-node`` (its devices) and torchrun's static rendezvous at ``controller.host:port``.
+The first worker's agent hosts that rendezvous store, bound to the controller address alone,
+and the ranks of every worker use the same store. Each worker's environment gets the cluster's
+and the worker's ``env``, ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` from ``socket_ifname``
+and ``CUDA_VISIBLE_DEVICES`` from its GPUs. The run token goes to each agent on its standard
+input (first line) and never appears in an argv, an environment passed to ssh, or the output.
 
 Every line a worker prints comes back prefixed with its name. When a worker exits non-zero, the
 others are stopped (their agent's standard input is closed, which makes it stop torchrun; then
@@ -25,12 +25,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO
 
-from ._cluster_config import ClusterConfig, WorkerConfig
-from ._cluster_transport import Spawn, Transport, transport_for
+from ._builder import ClusterLike, as_config
+from ._config import ClusterConfig, WorkerConfig
+from ._transport import Spawn, Transport, transport_for
 
+NODE_AGENT = "flodl_ddp._cluster_node"  # what the workers run: flodl-ddp's torchrun agent
 STOP_GRACE_S = 5.0  # after closing an agent's stdin, wait this long before SIGTERM
 KILL_GRACE_S = 3.0  # after SIGTERM, wait this long before SIGKILL
 
@@ -46,12 +49,17 @@ class NodeLaunch:
 
 
 def torchrun_options(cfg: ClusterConfig, node_rank: int, run_id: str) -> list[str]:
-    """The torchrun options of worker ``node_rank`` (what the node agent hands to torchrun)."""
+    """The torchrun options of worker ``node_rank`` (what the node agent hands to torchrun).
+
+    The static rendezvous: the node ranks are the workers' order in the file, and the first
+    worker's store (bound to ``controller.host`` by its agent) is the only one the run opens.
+    """
     w = cfg.workers[node_rank]
     return [
         f"--nnodes={len(cfg.workers)}",
+        f"--node-rank={node_rank}",
         f"--nproc-per-node={w.nproc}",
-        "--rdzv-backend=c10d",
+        "--rdzv-backend=static",
         f"--rdzv-endpoint={cfg.controller.endpoint}",
         f"--rdzv-id={run_id}",
         "--max-restarts=0",
@@ -70,25 +78,39 @@ def worker_env(cfg: ClusterConfig, w: WorkerConfig) -> dict[str, str]:
     return env
 
 
-def plan(cfg: ClusterConfig, command: list[str], run_id: str) -> list[NodeLaunch]:
-    """One :class:`NodeLaunch` per worker, in worker order."""
+def plan(
+    cluster: ClusterLike,
+    command: list[str],
+    run_id: str,
+    env: Mapping[str, str] | None = None,
+) -> list[NodeLaunch]:
+    """One :class:`NodeLaunch` per worker, in worker order; ``env`` is set on every worker on top
+    of the cluster file's (e.g. ``FDL_CONFIG`` of an fdl.yml preset)."""
     if not command:
         raise ValueError("command is empty; e.g. fdl @cluster python train.py")
+    cfg = as_config(cluster)
     out = []
     for i, w in enumerate(cfg.workers):
-        argv = [w.python, "-m", "flodl_ddp._cluster_node", f"--name={w.host}"]
+        argv = [w.python, "-m", NODE_AGENT, f"--name={w.host}"]
         argv.append(f"--join-timeout={cfg.controller.join_timeout:g}")
         if w.socket_ifname:
             argv.append(f"--ifname={w.socket_ifname}")
         if i == 0:
             argv.append("--host-rendezvous")
         argv += [*torchrun_options(cfg, i, run_id), "--", *command]
-        out.append(NodeLaunch(w, i, argv, worker_env(cfg, w)))
+        out.append(NodeLaunch(w, i, argv, {**worker_env(cfg, w), **(env or {})}))
     return out
 
 
 def new_run_id() -> str:
+    """A fresh rendezvous id (torchrun's ``--rdzv-id``)."""
     return "fdl-" + secrets.token_hex(6)
+
+
+def new_token() -> str:
+    """A fresh per-run token: 32 random bytes as 64 hex digits (the ranks prove it to rank 0
+    through flodl-ddp's admission, reading it from ``FLODL_CLUSTER_TOKEN``)."""
+    return secrets.token_hex(32)
 
 
 class _Node:
@@ -146,21 +168,23 @@ class _Out:
 
 
 def run_cluster(
-    cfg: ClusterConfig,
+    cluster: ClusterLike,
     command: list[str],
     *,
     transport: Transport | None = None,
     out: IO[str] | None = None,
     token: str | None = None,
     run_id: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> int:
-    """Run ``command`` on every worker of ``cfg`` (module docstring); returns the exit status:
-    0 when every worker succeeded, else the first failing worker's exit code."""
-    from ._admission import new_token
-
+    """Run ``command`` on every worker of ``cluster`` (a :class:`ClusterConfig` or a
+    :class:`ClusterBuilder`; module docstring) with ``env`` added to each worker's environment;
+    returns the exit status: 0 when every worker succeeded, else the first failing worker's exit
+    code."""
+    cfg = as_config(cluster)
     transport = transport or transport_for(cfg)
     stream = out or sys.stdout
-    launches = plan(cfg, command, run_id or new_run_id())
+    launches = plan(cfg, command, run_id or new_run_id(), env)
     printer = _Out(stream, [n.worker.host for n in launches])
     token = token or new_token()
     nodes: list[_Node] = []

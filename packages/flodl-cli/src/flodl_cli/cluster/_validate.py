@@ -1,46 +1,31 @@
-"""``fdl.cluster.yml``: the machines of a cluster, as validated dataclasses.
-
-The file (every key but ``controller.host`` and ``workers[].host`` is optional)::
-
-    cluster:
-      controller:
-        host: 10.0.0.1        # the first worker's address on the cluster network
-        port: 1337            # rendezvous port; the rendezvous listens on host:port only
-        join_timeout: 300     # seconds the workers have to join
-      transport: ssh          # ssh (default) or local (every worker on this machine)
-      env: {OMP_NUM_THREADS: 1}
-      workers:
-        - host: alpha                         # a name: prefixes the worker's output
-          ssh: me@alpha.lan                   # or {target, port, user, identity_file, options}
-          devices: [cuda:0, cuda:1]           # or a count of CPU ranks, or "all" (every GPU)
-          socket_ifname: eth1                 # the interface gloo/NCCL and the rendezvous use
-          path: /home/me/project              # working directory of the command
-          python: python3
-          env: {DATA: /data}
-
-One rank per device. The first worker hosts the rendezvous; torchrun's c10d rendezvous assigns
-the node ranks. This module itself imports no torch and nothing else of flodl-ddp's runtime
-(only pyyaml and ``flodl_core.ConfigError``).
-"""
+"""Validation of a cluster document: one rule per key, each error naming the source, the key
+path (``cluster.workers[1].socket_ifname``) and what was expected. :class:`ClusterConfig` and
+:class:`ClusterBuilder` both go through here, so they accept and refuse the same things with the
+same messages."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from flodl_core import ConfigError
-
-CLUSTER_FILES = ("fdl.cluster.yml", "fdl.cluster.yaml")
-DEFAULT_PORT = 1337
-DEFAULT_JOIN_TIMEOUT = 300.0
-TRANSPORTS = ("ssh", "local")
+from ._config import (
+    DEFAULT_JOIN_TIMEOUT,
+    DEFAULT_PORT,
+    DEFAULT_PYTHON,
+    TRANSPORTS,
+    ClusterConfig,
+    ClusterConfigError,
+    ControllerConfig,
+    SshTarget,
+    WorkerConfig,
+)
 
 _CONTROLLER_KEYS = ("host", "port", "join_timeout")
-_CLUSTER_KEYS = ("controller", "transport", "env", "workers")
-_WORKER_KEYS = ("host", "ssh", "devices", "socket_ifname", "path", "python", "env", "netns")
+_CLUSTER_KEYS = ("controller", "transport", "env", "data_path", "workers")
+_WORKER_KEYS = (
+    "host", "ssh", "devices", "socket_ifname", "path", "python", "env", "netns", "data_path",
+)  # fmt: skip
 _SSH_KEYS = ("target", "port", "user", "identity_file", "options")
 _LEGACY = {
     "master_addr": "cluster.controller.host",
@@ -55,132 +40,28 @@ _IFNAME = re.compile(r"^[^\s/]{1,15}$")  # Linux: at most 15 bytes, no '/' or wh
 _CUDA = re.compile(r"^cuda:(\d+)$")
 
 
-@dataclass(frozen=True)
-class SshTarget:
-    """How to reach a worker over ssh (``ssh [-p port] [-i identity_file] [-o ...] target``)."""
+class Validator:
+    """Checks a parsed cluster document key by key; ``source`` prefixes every message."""
 
-    target: str
-    port: int | None = None
-    identity_file: str | None = None
-    options: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ControllerConfig:
-    """Where the rendezvous listens: ``host`` (an address of the first worker) and ``port``."""
-
-    host: str
-    port: int = DEFAULT_PORT
-    join_timeout: float = DEFAULT_JOIN_TIMEOUT
-
-    @property
-    def endpoint(self) -> str:
-        """``host:port`` (IPv6 addresses in brackets), as torchrun's ``--rdzv-endpoint``."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """One machine: its name, how to reach it, its devices, interface and environment."""
-
-    host: str
-    ssh: SshTarget | None = None
-    devices: tuple[str, ...] | None = ("cpu",)  # None: every GPU of the machine ("all")
-    socket_ifname: str | None = None
-    path: str | None = None
-    python: str = "python3"
-    env: dict[str, str] = field(default_factory=dict)
-    netns: str | None = None
-
-    @property
-    def nproc(self) -> str:
-        """torchrun's ``--nproc-per-node``: the device count, or ``gpu`` for "all"."""
-        return "gpu" if self.devices is None else str(len(self.devices))
-
-    @property
-    def cuda_visible(self) -> str | None:
-        """``CUDA_VISIBLE_DEVICES`` for a worker that names its GPUs, else None."""
-        if not self.devices or not self.devices[0].startswith("cuda"):
-            return None
-        return ",".join(d.split(":")[1] for d in self.devices)
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    """A validated ``fdl.cluster.yml`` (module docstring). Build it with :meth:`load`."""
-
-    controller: ControllerConfig
-    workers: tuple[WorkerConfig, ...]
-    transport: str = "ssh"
-    env: dict[str, str] = field(default_factory=dict)
-    source: str = "<dict>"
-
-    @classmethod
-    def load(cls, path: str | Path) -> ClusterConfig:
-        """Read and validate a cluster file; errors name the file, the key path and what is
-        expected."""
-        import yaml
-
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"cannot read cluster file {p}: {e.strerror}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
-        return cls.from_dict(data, source=str(p))
-
-    @classmethod
-    def from_dict(cls, data: Any, *, source: str = "<dict>") -> ClusterConfig:
-        """Validate an already parsed document (``{"cluster": {...}}``)."""
-        v = _Validator(source)
-        return v.document(data)
-
-    @property
-    def world_size(self) -> int | None:
-        """Total ranks, or None when a worker uses ``devices: all`` (known only there)."""
-        if any(w.devices is None for w in self.workers):
-            return None
-        return sum(len(w.devices or ()) for w in self.workers)
-
-    def worker(self, host: str) -> WorkerConfig:
-        for w in self.workers:
-            if w.host == host:
-                return w
-        raise ConfigError(f"{self.source}: no worker named {host!r}")
-
-
-def find_cluster_file(start: str | Path | None = None) -> Path | None:
-    """``fdl.cluster.yml`` (or ``.yaml``) in ``start`` (default: cwd) or its ancestors."""
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        for name in CLUSTER_FILES:
-            if (d / name).is_file():
-                return d / name
-    return None
-
-
-class _Validator:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, key: str, value: Any, expected: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {key}: expected {expected}, got {value!r}")
+    def fail(self, key: str, value: Any, expected: str) -> ClusterConfigError:
+        return ClusterConfigError(f"{self.source}: {key}: expected {expected}, got {value!r}")
 
     def mapping(self, key: str, value: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(value, dict):
             return_type = type(value).__name__
-            raise ConfigError(f"{self.source}: {key}: expected a mapping, got a {return_type}")
+            raise ClusterConfigError(
+                f"{self.source}: {key}: expected a mapping, got a {return_type}"
+            )
         for k in value:
             if k in _LEGACY:
-                raise ConfigError(
+                raise ClusterConfigError(
                     f"{self.source}: {key}.{k}: an old cluster key; use {_LEGACY[k]} instead"
                 )
             if k not in allowed:
-                raise ConfigError(
+                raise ClusterConfigError(
                     f"{self.source}: {key}.{k}: unknown key; expected one of {', '.join(allowed)}"
                 )
         return value
@@ -205,7 +86,7 @@ class _Validator:
             if not isinstance(k, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
                 raise self.fail(f"{key}.{k}", k, "a variable name (letters, digits, _)")
             if k == "FLODL_CLUSTER_TOKEN":
-                raise ConfigError(
+                raise ClusterConfigError(
                     f"{self.source}: {key}.{k}: the run token is generated for every run and "
                     "never stored in a file; remove this entry"
                 )
@@ -216,19 +97,19 @@ class _Validator:
 
     def document(self, data: Any) -> ClusterConfig:
         if not isinstance(data, dict) or "cluster" not in data:
-            raise ConfigError(
+            raise ClusterConfigError(
                 f"{self.source}: expected a top-level 'cluster:' mapping with 'controller' and "
                 "'workers' (see the cluster file format in docs/cli.md)"
             )
         extra = [k for k in data if k != "cluster"]
         if extra:
-            raise ConfigError(
+            raise ClusterConfigError(
                 f"{self.source}: {extra[0]}: unknown top-level key; everything goes under "
                 "'cluster:'"
             )
         c = self.mapping("cluster", data["cluster"], _CLUSTER_KEYS)
         if "controller" not in c:
-            raise ConfigError(
+            raise ClusterConfigError(
                 f"{self.source}: cluster.controller: missing; expected {{host, port}}"
             )
         controller = self.controller(c["controller"])
@@ -245,7 +126,7 @@ class _Validator:
         seen: set[str] = set()
         for i, w in enumerate(workers):
             if w.host in seen:
-                raise ConfigError(
+                raise ClusterConfigError(
                     f"{self.source}: cluster.workers[{i}].host: {w.host!r} is used twice; "
                     "every worker needs its own name"
                 )
@@ -253,17 +134,18 @@ class _Validator:
         if len(workers) > 1:
             for i, w in enumerate(workers):
                 if w.socket_ifname is None:
-                    raise ConfigError(
+                    raise ClusterConfigError(
                         f"{self.source}: cluster.workers[{i}].socket_ifname: missing; a cluster of "
                         "several machines needs the network interface each one uses (e.g. eth1): "
                         "without it gloo binds the loopback and the other machines are refused"
                     )
-        return ClusterConfig(controller, workers, transport, env, self.source)
+        data_path = self.data_path("cluster.data_path", c.get("data_path"))
+        return ClusterConfig(controller, workers, transport, env, self.source, data_path)
 
     def controller(self, value: Any) -> ControllerConfig:
         c = self.mapping("cluster.controller", value, _CONTROLLER_KEYS)
         if "host" not in c:
-            raise ConfigError(
+            raise ClusterConfigError(
                 f"{self.source}: cluster.controller.host: missing; expected the first worker's "
                 "address on the cluster network (e.g. 10.0.0.1)"
             )
@@ -290,7 +172,9 @@ class _Validator:
     def worker(self, key: str, value: Any, transport: str) -> WorkerConfig:
         w = self.mapping(key, value, _WORKER_KEYS)
         if "host" not in w:
-            raise ConfigError(f"{self.source}: {key}.host: missing; expected the worker's name")
+            raise ClusterConfigError(
+                f"{self.source}: {key}.host: missing; expected the worker's name"
+            )
         host = self.string(f"{key}.host", w["host"])
         if not _NAME.match(host):
             raise self.fail(f"{key}.host", host, "a name of letters, digits, '.', '_' or '-'")
@@ -302,18 +186,24 @@ class _Validator:
         path = w.get("path")
         if path is not None:
             path = self.string(f"{key}.path", path, "a directory on the worker")
-        python = self.string(f"{key}.python", w.get("python", "python3"), "a Python command")
+        python = self.string(f"{key}.python", w.get("python", DEFAULT_PYTHON), "a Python command")
         netns = w.get("netns")
         if netns is not None:
             if transport != "local":
-                raise ConfigError(
+                raise ClusterConfigError(
                     f"{self.source}: {key}.netns: only meaningful with 'transport: local' "
                     "(a network namespace of this machine); remove it or set transport: local"
                 )
             if not isinstance(netns, str) or not _NAME.match(netns):
                 raise self.fail(f"{key}.netns", netns, "a network namespace name")
         env = self.env(f"{key}.env", w.get("env"))
-        return WorkerConfig(host, ssh, devices, ifname, path, python, env, netns)
+        data_path = self.data_path(f"{key}.data_path", w.get("data_path"))
+        return WorkerConfig(host, ssh, devices, ifname, path, python, env, netns, data_path)
+
+    def data_path(self, key: str, value: Any) -> str | None:
+        if value is None:
+            return None
+        return self.string(key, value, "a path to the shared data on the worker (a folder or file)")
 
     def ssh(self, key: str, value: Any, host: str) -> SshTarget | None:
         if value is None:
@@ -326,7 +216,7 @@ class _Validator:
         if user is not None:
             user = self.string(f"{key}.user", user, "a user name")
             if "@" in target:
-                raise ConfigError(
+                raise ClusterConfigError(
                     f"{self.source}: {key}.user: the target {target!r} already names a user; "
                     "keep one of them"
                 )

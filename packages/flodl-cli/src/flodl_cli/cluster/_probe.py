@@ -9,7 +9,11 @@ its flodl packages and its network interfaces. Checks, per worker:
 - ``torch``: installed, the same version everywhere (the build suffix may differ: +cpu, +cu128);
 - ``flodl``: flodl-ddp installed, every flodl package at one version, the same on every worker
   and as on this machine;
-- ``interface``: ``socket_ifname`` present, with an IPv4 address.
+- ``interface``: ``socket_ifname`` present, with an IPv4 address;
+- ``data``: where the cluster file names a ``data_path``: present, readable, and the same files
+  with the same sizes as on the other workers (:mod:`._data`).
+
+Nothing here imports torch: the controller only reads what the workers report.
 """
 
 from __future__ import annotations
@@ -23,15 +27,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._cluster_config import ClusterConfig, WorkerConfig
-from ._cluster_launch import worker_env
-from ._cluster_transport import Transport, transport_for
+from ._builder import ClusterLike, as_config
+from ._config import WorkerConfig
+from ._data import DATA_SCRIPT, compare_data, data_check
+from ._launch import worker_env
+from ._transport import Transport, transport_for
 
-CHECKS = ("reachable", "python", "torch", "flodl", "interface")
+CHECKS = ("reachable", "python", "torch", "flodl", "interface", "data")
 MARK = "FDL-PROBE "
 
 # Runs on the worker with its Python: standard library only, no torch import (fast).
-PROBE_SCRIPT = r"""
+PROBE_SCRIPT = (
+    r"""
 import fcntl, json, platform, socket, struct, sys
 import importlib.metadata as md
 out = {"python": platform.python_version(), "hostname": socket.gethostname(), "packages": {}}
@@ -47,8 +54,12 @@ for _, n in socket.if_nameindex():
             out["interfaces"][n] = socket.inet_ntoa(raw[20:24])
         except OSError:
             out["interfaces"][n] = None
+"""
+    + DATA_SCRIPT
+    + r"""
 print("FDL-PROBE " + json.dumps(out), flush=True)
 """
+)
 
 
 @dataclass
@@ -120,9 +131,14 @@ class ProbeReport:
 
 
 def _collect(
-    transport: Transport, w: WorkerConfig, env: dict[str, str], timeout_s: float
+    transport: Transport,
+    w: WorkerConfig,
+    env: dict[str, str],
+    timeout_s: float,
+    data_path: str | None,
 ) -> tuple[dict[str, Any] | None, str]:
-    spawn = transport.spawn(w, [w.python, "-c", PROBE_SCRIPT], env)
+    argv = [w.python, "-c", PROBE_SCRIPT] + ([data_path] if data_path else [])
+    spawn = transport.spawn(w, argv, env)
     try:
         proc = subprocess.Popen(
             spawn.argv,
@@ -164,19 +180,24 @@ def _flodl(pkgs: dict[str, str]) -> tuple[bool, str]:
 
 
 def probe_cluster(
-    cfg: ClusterConfig,
+    cluster: ClusterLike,
     *,
     transport: Transport | None = None,
     timeout_s: float = 30.0,
     local_packages: dict[str, str] | None = None,
 ) -> ProbeReport:
-    """Probe every worker of ``cfg`` in parallel; ``local_packages`` (this machine's flodl
-    versions) joins the version comparison when given."""
+    """Probe every worker of ``cluster`` (a :class:`ClusterConfig` or a
+    :class:`ClusterBuilder`) in parallel; ``local_packages`` (this machine's flodl versions)
+    joins the version comparison when given. ``timeout_s`` bounds each worker's answer, the
+    data listing included."""
+    cfg = as_config(cluster)
     transport = transport or transport_for(cfg)
+
+    def ask(w: WorkerConfig) -> tuple[dict[str, Any] | None, str]:
+        return _collect(transport, w, worker_env(cfg, w), timeout_s, cfg.data_path_of(w))
+
     with ThreadPoolExecutor(max_workers=min(16, len(cfg.workers))) as pool:
-        answers = list(
-            pool.map(lambda w: _collect(transport, w, worker_env(cfg, w), timeout_s), cfg.workers)
-        )
+        answers = list(pool.map(ask, cfg.workers))
     reports = []
     for w, (facts, why) in zip(cfg.workers, answers, strict=True):
         r = HostReport(w.host, facts or {})
@@ -203,7 +224,9 @@ def probe_cluster(
                 r.checks["interface"] = (False, f"{w.socket_ifname} has no IPv4 address")
             else:
                 r.checks["interface"] = (True, f"{w.socket_ifname} {ifaces[w.socket_ifname]}")
+        r.checks["data"] = data_check(facts.get("data"), cfg.data_path_of(w))
     _compare(reports, local_packages)
+    compare_data(reports)
     return ProbeReport(reports)
 
 

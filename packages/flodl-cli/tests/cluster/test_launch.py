@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from flodl_ddp import ClusterConfig, LocalTransport, SshTransport, run_cluster
-from flodl_ddp import _cluster_launch as launch
-from flodl_ddp._cluster_launch import plan
-from flodl_ddp._cluster_transport import remote_line
+from flodl_cli.cluster import ClusterConfig, LocalTransport, SshTransport, plan, run_cluster
+from flodl_cli.cluster import _launch as launch
+from flodl_cli.cluster._transport import remote_line
 
 TOKEN = "t" * 64
 
@@ -59,8 +58,9 @@ def test_plan_gives_each_worker_its_torchrun_options_and_env() -> None:
         "--ifname=eth1",
         "--host-rendezvous",  # the first worker hosts the rendezvous
         "--nnodes=3",
+        "--node-rank=0",  # static rendezvous: node ranks follow the file's order
         "--nproc-per-node=2",
-        "--rdzv-backend=c10d",
+        "--rdzv-backend=static",
         "--rdzv-endpoint=10.0.0.1:29400",
         "--rdzv-id=fdl-run1",
         "--max-restarts=0",
@@ -72,6 +72,7 @@ def test_plan_gives_each_worker_its_torchrun_options_and_env() -> None:
     ]
     assert "--host-rendezvous" not in b.argv and "--host-rendezvous" not in c.argv
     assert "--nproc-per-node=3" in b.argv and "--nproc-per-node=gpu" in c.argv
+    assert "--node-rank=1" in b.argv and "--node-rank=2" in c.argv
     assert [n.node_rank for n in (a, b, c)] == [0, 1, 2]
     assert a.env["GLOO_SOCKET_IFNAME"] == "eth1" and a.env["NCCL_SOCKET_IFNAME"] == "eth1"
     assert a.env["CUDA_VISIBLE_DEVICES"] == "0,2" and "CUDA_VISIBLE_DEVICES" not in b.env

@@ -1,9 +1,10 @@
 """Two "machines" on one: network namespaces joined by a veth pair, one rank each.
 
-``fdl @cluster``'s launcher starts the node agents through the local transport inside
-``ip netns exec``; the ranks find each other over the veth link only (gloo bound to it through
-``GLOO_SOCKET_IFNAME``), prove the run token, and train. Then the link goes down mid-run: both
-sides fail with a clean error, the launcher returns non-zero, and nothing is left behind.
+``fdl @cluster``'s launcher (flodl-cli) starts flodl-ddp's node agents through the local
+transport inside ``ip netns exec``; the ranks find each other over the veth link only (gloo
+bound to it through ``GLOO_SOCKET_IFNAME``), prove the run token, and train. Then the link goes
+down mid-run: both sides fail with a clean error, the launcher returns non-zero, and nothing is
+left behind.
 Needs root and ``ip netns``; skipped otherwise.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from flodl_ddp import ClusterConfig, run_cluster
+from flodl_cli.cluster import ClusterConfig, run_cluster
 
 pytestmark = pytest.mark.multiprocess
 SCRIPT = Path(__file__).with_name("cluster_train_script.py")
@@ -178,7 +179,8 @@ def test_two_namespaces_train_then_a_dropped_link_fails_cleanly(two_hosts: dict[
     assert la[3] < 0.5 * la[0], la
     assert la[:4] == lb[:4]
     assert "a   | token length 64" in out.lines and "b   | token length 64" in out.lines
-    # The rendezvous and the ranks' store listen on the cluster address only.
+    # The rendezvous store, which the ranks use too, listens on the cluster address only: one
+    # listener in the first namespace besides gloo's, none on 0.0.0.0 or [::].
     if seen.get("listeners") is not None:
         assert seen["listeners"], "nothing was listening in the first namespace"
         assert all(a.startswith(f"{ADDR[0]}:") for a in seen["listeners"]), seen["listeners"]

@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from flodl_core import ConfigError
-from flodl_ddp import ClusterConfig, SshTarget
-from flodl_ddp._cluster_config import find_cluster_file
+from flodl_cli.cluster import ClusterConfig, ClusterConfigError, SshTarget, find_cluster_file
 
 FULL = """\
 cluster:
@@ -115,7 +113,11 @@ WRONG = [
     ("cluster", _DELETE, ["top-level 'cluster:'"]),
     ("extra", 1, ["extra: unknown top-level key"]),
     ("cluster.hosts", [], ["cluster.hosts", "old cluster key", "cluster.workers"]),
-    ("cluster.bogus", 1, ["cluster.bogus: unknown key", "controller, transport, env, workers"]),
+    (
+        "cluster.bogus",
+        1,
+        ["cluster.bogus: unknown key", "controller, transport, env, data_path, workers"],
+    ),
     ("cluster.controller", _DELETE, ["cluster.controller: missing"]),
     ("cluster.controller", "10.0.0.1", ["cluster.controller: expected a mapping"]),
     ("cluster.controller.host", _DELETE, ["cluster.controller.host: missing"]),
@@ -154,6 +156,8 @@ WRONG = [
     ("cluster.workers.0.python", None, ["cluster.workers[0].python", "Python command"]),
     ("cluster.workers.0.env", "A=1", ["cluster.workers[0].env", "mapping"]),
     ("cluster.workers.0.netns", "ns1", ["cluster.workers[0].netns", "transport: local"]),
+    ("cluster.data_path", 5, ["cluster.data_path", "shared data"]),
+    ("cluster.workers.0.data_path", " ", ["cluster.workers[0].data_path", "shared data"]),
 ]
 
 
@@ -162,7 +166,7 @@ WRONG = [
 )
 def test_one_wrong_value_per_key(path: str, value: Any, words: list[str]) -> None:
     doc = _set(_base(), path, value)
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ClusterConfigError) as info:
         ClusterConfig.from_dict(doc, source="fdl.cluster.yml")
     text = str(info.value)
     assert text.startswith("fdl.cluster.yml: ")
@@ -174,16 +178,18 @@ def test_netns_needs_a_valid_name_with_local_transport() -> None:
     doc = _set(_base(), "cluster.transport", "local")
     ok = ClusterConfig.from_dict(_set(doc, "cluster.workers.0.netns", "ns-1"))
     assert ok.workers[0].netns == "ns-1"
-    with pytest.raises(ConfigError, match=r"workers\[0\]\.netns: expected a network namespace"):
+    with pytest.raises(
+        ClusterConfigError, match=r"workers\[0\]\.netns: expected a network namespace"
+    ):
         ClusterConfig.from_dict(_set(doc, "cluster.workers.0.netns", "a b"))
 
 
 def test_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read cluster file"):
+    with pytest.raises(ClusterConfigError, match="cannot read cluster file"):
         ClusterConfig.load(tmp_path / "missing.yml")
     bad = tmp_path / "bad.yml"
     bad.write_text("cluster: [unclosed\n")
-    with pytest.raises(ConfigError, match=r"bad\.yml: not valid YAML"):
+    with pytest.raises(ClusterConfigError, match=r"bad\.yml:2: not valid YAML"):
         ClusterConfig.load(bad)
 
 
@@ -193,5 +199,5 @@ def test_single_worker_needs_no_interface() -> None:
     )
     assert cfg.workers[0].socket_ifname is None
     assert cfg.worker("solo").host == "solo"
-    with pytest.raises(ConfigError, match="no worker named 'nope'"):
+    with pytest.raises(ClusterConfigError, match="no worker named 'nope'"):
         cfg.worker("nope")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from flodl_ddp import ClusterConfig, probe_cluster
+import pytest
+
+from flodl_cli.cluster import ClusterConfig, probe_cluster
 
 GOOD = {
     "python": "3.11.7",
@@ -46,6 +49,10 @@ def _facts(**change: Any) -> str:
     return json.dumps(facts)
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("flodl_ddp") is None,
+    reason="a worker needs flodl-ddp: this machine is the worker here",
+)
 def test_this_machine_probes_green(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, [{"host": "here", "socket_ifname": "lo", "python": sys.executable}])
     report = probe_cluster(cfg)
@@ -60,6 +67,7 @@ def test_this_machine_probes_green(tmp_path: Path) -> None:
         "torch",
         "flodl",
         "interface",
+        "data",
     ]
 
 
