@@ -188,7 +188,10 @@ def test_two_namespaces_train_then_a_dropped_link_fails_cleanly(two_hosts: dict[
     assert out.fired_at is not None
     assert result["code"] != 0
     assert time.monotonic() - out.fired_at < 45
-    assert "failed with exit code" in text and "DdpError" in text, text[-3000:]
+    # flodl's own error (DdpError, or PeerError: a rank failed because its peer stopped
+    # answering, naming that rank), not a crash inside torch
+    assert "failed with exit code" in text, text[-3000:]
+    assert "DdpError" in text or "PeerError" in text, text[-3000:]
     assert "done" not in [x.split("| ", 1)[-1] for x in out.lines]
     left = _pids(n["ns_a"]) + _pids(n["ns_b"])
     assert left == [], _ps(left) + "\n" + text[-4000:]  # nothing left behind
