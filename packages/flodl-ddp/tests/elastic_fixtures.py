@@ -56,3 +56,10 @@ def mse(state, x: torch.Tensor, y: torch.Tensor) -> float:
     state.load_into(m)
     with torch.no_grad():
         return float(nn.functional.mse_loss(m(x), y))
+
+
+def sleepy_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """MSE after ~8 ms asleep: each batch costs the same wall time on a busy machine (the
+    slowdown hook then makes the slowed rank's batches take twice as long)."""
+    time.sleep(0.008)
+    return nn.functional.mse_loss(model(batch[0]), batch[1])

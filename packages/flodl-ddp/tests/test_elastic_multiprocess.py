@@ -282,3 +282,49 @@ def test_fewer_than_min_ranks_fails_the_run() -> None:
             h.join(timeout=60)
     finally:
         assert _cleanup([h]) == []
+
+
+def _counts_after(h: Any, kind: str, rank: int) -> list[list[int]]:
+    """The committed windows' counts after the last ``kind`` event of ``rank``."""
+    events = h.events
+    last = max(i for i, e in enumerate(events) if e["event"] == kind and e["rank"] == rank)
+    return [e["counts"] for e in events[last + 1 :] if e["event"] == "counts"]
+
+
+def test_elche_balances_an_elastic_run_and_a_rejoined_rank() -> None:
+    """ElChe in an elastic run: rank 1 slowed 2x gets about a third of the batches; killed, the
+    survivor takes everything; restarted, it heals, is measured afresh, and within three
+    committed windows the counts are back to the 2:1 of the two ranks' speeds."""
+    fx = _fixtures()
+    h = (
+        Trainer.builder(fx.make_model, fx.make_adam, fx.sleepy_step)
+        .dataset(fx.make_data())
+        .batch_size(fx.BATCH)
+        .num_epochs(40)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+        .anchor(6)
+        .max_anchor(6)  # windows stay short: the test counts them
+        .slowdown({1: 2.0})
+        .timeout(30)
+        .elastic(min_ranks=1, heartbeat_timeout=1.0, hang_timeout=20.0)
+        .run()
+    )
+    try:
+        _wait(lambda: _epochs_seen(h) >= 3, "three epochs", START_TIMEOUT_S)
+        shares = [sum(m.per_rank[r].batches for m in h.history[1:3]) for r in (0, 1)]
+        assert shares[0] / sum(shares) >= 0.60, shares  # ideal 2/3 for a 2x slower peer
+        os.kill(h.rank_pid(1), signal.SIGKILL)
+        _wait(lambda: _count(h, "died", 1) >= 1, "rank 1's death")
+        solo = _epochs_seen(h)
+        _wait(lambda: _epochs_seen(h) > solo, "an epoch without rank 1")
+        assert h.history[-1].per_rank[1].batches == 0
+        h.restart_rank(1)
+        _wait(lambda: _count(h, "healed", 1) >= 1, "rank 1 to heal", START_TIMEOUT_S)
+        _wait(lambda: len([c for c in _counts_after(h, "healed", 1) if c[1]]) >= 4, "windows")
+        with_both = [c for c in _counts_after(h, "healed", 1) if c[1] > 0]
+        ratio = with_both[2][0] / with_both[2][1]  # the third window after the rejoin
+        assert 1.5 <= ratio <= 2.7, with_both
+        h.stop()
+    finally:
+        assert _cleanup([h]) == []

@@ -36,7 +36,8 @@ logger = logging.getLogger("flodl.ddp")
 class ElasticHandle(DdpHandle):
     """A :class:`DdpHandle` for an elastic run, with the ranks' lifecycle exposed:
     :meth:`restart_rank`, :meth:`rank_pid`, :meth:`alive_ranks`, :attr:`events` (what happened,
-    in order: ``died``, ``restarted``, ``watchdog``, ``healed``, ``rollback``) and
+    in order: ``died``, ``restarted``, ``watchdog``, ``healed``, ``rollback``, and ``counts``:
+    each committed window's ElChe counts for the next, from its leader) and
     :attr:`fingerprints` (each finishing rank's ``[Σθ, Σ|θ|, Σθ²]``)."""
 
     def restart_rank(self, rank: int) -> None:

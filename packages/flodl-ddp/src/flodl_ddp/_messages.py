@@ -73,6 +73,14 @@ class Healed(RankMessage):
 
 
 @dataclass(frozen=True)
+class Counts(RankMessage):
+    """Elastic: a window committed, and ElChe's counts for the next one (from its leader)."""
+
+    window: int = 0
+    counts: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class RolledBack(RankMessage):
     """Elastic: a window did not commit (a peer died during it) and was rolled back."""
 

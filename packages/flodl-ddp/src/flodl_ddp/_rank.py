@@ -126,6 +126,7 @@ class RankEngine:
         self.leads_epoch = False  # whether this rank reports the epoch that just ended
         self.on_progress: Callable[[Progress], None] | None = None
         self.on_rollback: Callable[[int], None] | None = None
+        self.on_commit: Callable[[int, list[int]], None] | None = None
         if spec.resume:
             load_checkpoint_into(self, spec.resume)
         self.forward_model, self._hook = self._wrap_for_sync()
@@ -462,6 +463,8 @@ class RankEngine:
         if isinstance(work, WindowWork):
             self.cursor += work.size
             work.close()
+        if self.on_commit is not None and self.leads_epoch:
+            self.on_commit(self.window, list(self.elche.counts))
         self.global_step += sum(arrival.actual)
         self._advance_schedule()
         done_all = int(sum(r["batches"] for r in self.tally.ranks))

@@ -38,7 +38,17 @@ from typing import Any
 
 from ._errors import DdpError
 from ._handle import DdpHandle
-from ._messages import Done, Epoch, Failed, Final, Healed, Listening, Report, RolledBack
+from ._messages import (
+    Counts,
+    Done,
+    Epoch,
+    Failed,
+    Final,
+    Healed,
+    Listening,
+    Report,
+    RolledBack,
+)
 from ._timeline import Timeline
 from ._watchdog import Watchdog, process_stopped
 from ._worker import load_state
@@ -265,6 +275,8 @@ class Supervisor:
             )
         elif isinstance(msg, Healed):
             self._event("healed", msg.rank, epoch=msg.epoch, cursor=msg.cursor)
+        elif isinstance(msg, Counts):
+            self._event("counts", msg.rank, window=msg.window, counts=msg.counts)
         elif isinstance(msg, RolledBack):
             self._event("rollback", msg.rank, epoch=msg.epoch, participants=msg.participants)
 
