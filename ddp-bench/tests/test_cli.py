@@ -81,7 +81,7 @@ def test_validate_preset_uses_the_committed_baseline() -> None:
 def test_hetero_sweep_preset_and_slow_factors() -> None:
     c = cfg("hetero-sweep")
     assert c.sweep_factors == (1.0, 2.0, 4.0, 8.0, 16.0) and c.slowdown == {}
-    assert c.models == ("mlp", "lenet") and c.epochs == 20
+    assert c.models == ("mlp", "lenet") and c.epochs == 40
     assert c.modes == ("solo-0", "solo-1", "cpu-cadence", "cpu-async")
     assert cfg("hetero-sweep", "--slow-factors", "3,1.5").sweep_factors == (3.0, 1.5)
     assert cfg("--slow-factors", "2").sweep_factors == (2.0,) and cfg().sweep_factors == ()

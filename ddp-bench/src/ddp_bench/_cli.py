@@ -81,7 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare with --baseline, exit 1 on a regression",
     )
     a("--save-baseline", action="store_true", default=None, help="save the runs as the baseline")
-    a("--baseline", metavar="FILE", help="baseline file (default baselines/baseline.json)")
+    a(
+        "--baseline",
+        metavar="FILE",
+        help="baseline file (default baselines/baseline.json; the validate preset's: the "
+        "committed ddp-bench/baselines/cpu-validate.json)",
+    )
     a("--tolerance", help="relative tolerance of --validate (default 0.15)")
     a(
         "--slowdown",

@@ -86,10 +86,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "full-sweep": {"report": "@output/report.md"},
     "validate": {
-        # Sized to check a change in an afternoon's coffee break on 2 CPU cores (about 5 minutes):
-        # the three MNIST models of the offline subset, every cell, three seeds (the baseline
-        # holds each cell's eval and final loss averaged over them: one seed's cadence run
-        # moves with the machine's timing).
+        # About 5 minutes on 2 CPU cores (81 runs): the three MNIST models of the offline
+        # subset, every cell, three seeds (the baseline holds each cell's eval and final loss
+        # averaged over them: one seed's cadence run moves with the machine's timing).
         "models": ("logistic", "mlp", "lenet"),
         "devices": ("cpu", "cpu"),
         "slowdown": {1: 2.0},
@@ -100,12 +99,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         "report": "@output/report.md",
     },
     "hetero-sweep": {
-        # The speedup against the ideal 1 + 1/F as rank 1 gets slower; 20 epochs keep each
-        # training time above the report's 2 s "too short" mark (mlp ~2.5 s alone here).
+        # The speedup against the ideal 1 + 1/F as rank 1 gets slower. 40 epochs keep every
+        # training time above the report's 2 s "too short" mark on a 2-core VM: mlp's 30 took
+        # 3.5 s alone and 2.6 s as a pair slowed 2x (reports/cpu-2rank-long.md), and equal
+        # ranks (F = 1) train up to twice as fast.
         "models": ("mlp", "lenet"),
         "modes": ("solo-0", "solo-1", "cpu-cadence", "cpu-async"),
         "devices": ("cpu", "cpu"),
-        "epochs": 20,
+        "epochs": 40,
         "sweep_factors": (1.0, 2.0, 4.0, 8.0, 16.0),
         "output": Path("runs") / "hetero-sweep",
         "report": "@output/report.md",
@@ -125,7 +126,7 @@ PRESETS: dict[str, dict[str, Any]] = {
   ``ddp-bench/baselines/cpu-validate.json`` (``validate --save-baseline`` re-creates it). The
   full sweep's ResNets and text models train for hours on a CPU: validate them with
   ``full-sweep --validate --baseline FILE`` against a baseline of your own.
-- ``hetero-sweep``: mlp and lenet, solo-0 / solo-1 / cpu-cadence / cpu-async at 20 epochs, once
+- ``hetero-sweep``: mlp and lenet, solo-0 / solo-1 / cpu-cadence / cpu-async at 40 epochs, once
   per slow factor 1, 2, 4, 8, 16 of rank 1 (``--slow-factors``), runs under
   ``<output>/slow-<F>/``; the report gives per model and factor each mode's speedup over solo-0
   against the ideal ``1 + 1/F``.

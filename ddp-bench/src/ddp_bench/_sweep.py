@@ -85,8 +85,9 @@ def _intro(records: Sequence[RunRecord], factors: list[float]) -> list[str]:
         f"{len(records)} cell(s) at slow factor(s) {', '.join(f'{f:g}' for f in factors)}, "
         f"generated {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} by "
         "`python -m ddp_bench`; host "
-        f"`{hw.get('host', '?')}`: {hw.get('cpu', '?')} ({hw.get('cores', '?')} cores), "
-        f"{', '.join(sorted({', '.join(r.devices) for r in records if not is_solo(r.mode)}))}; "
+        f"`{hw.get('host', '?')}`: {hw.get('cpu', '?')} ({hw.get('cores', '?')} cores); "
+        "devices "
+        f"{'; '.join(sorted({', '.join(r.devices) for r in records if not is_solo(r.mode)}))}; "
         f"{'/'.join(map(str, epochs))} epoch(s).",
         "",
         "At slow factor F the second device is slowed F times (`--slowdown 1=F`; 1: equal "
