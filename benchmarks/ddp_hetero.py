@@ -41,6 +41,21 @@ on their own batches, so they keep the solo lr (``lr_scale_ratio=0.0``).
 Usage: ``python benchmarks/ddp_hetero.py [--samples 16384] [--epochs 5] [--width 1280]
 [--rounds 3] [--modes cpu-cadence,cpu-async]``. Run it on a quiet machine: the ratios move by
 tens of percent when other processes share the cores.
+
+**Slow-factor sweep** (``--slow-factor 1,2,4,8,16``): how close cadence and async come to the
+ideal as the second rank gets slower. A rank slowed F times adds 1/F of a fast rank, so the pair
+can at best train ``1 + 1/F`` times as fast as the fast rank alone (F = 1: equal ranks, ideal
+2.0). One interleaved run: solo, every mode at the first factor, solo, every mode at the next
+factor, solo, ..., for ``--rounds`` rounds (default modes cpu-cadence and cpu-async; no torch
+DDP). Each pair run's ratio is taken against the better of the two solo runs around it; per
+factor the table gives the fast rank alone, each mode's median ratio (low-high over the rounds),
+the ideal and the mode's share of it. The ranks are bound to their own cores where the machine
+has two (flodl's ``.bind_cores(True)``), and the solo run to the fast rank's core. Two cores of
+one machine still share caches and memory bandwidth, so each round starts with a probe
+(``contention_probe`` in ``_ddp_task.py``): two one-thread processes on those cores train the
+same MLP alone, then side by side with the second slowed F times; "ranks together vs each
+alone" is each one's working speed (samples per second of its own steps) beside the other
+over alone. A share of the ideal below that figure is the engine's; the rest is the machine's.
 """
 
 from __future__ import annotations
@@ -51,10 +66,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from _ddp_task import (
+    contention_probe,
     ddp_epoch,
     held_out_loss,
     join_pair,
@@ -66,7 +83,9 @@ from _ddp_task import (
 )
 from torch import nn
 
-from flodl_ddp import MODES, Trainer
+from flodl_core import ConfigError
+from flodl_ddp import MODES, Trainer, parse_mode
+from flodl_ddp._affinity import cores_for, supported  # the engine's own core slices
 from flodl_ddp._slowdown import Slowdown  # the hook flodl's runs get, for torch DDP's too
 
 SLOW = 2.0
@@ -129,10 +148,12 @@ def run_torch_ddp(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int,
     return result["samples_per_s"], result["loss"]
 
 
-def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int,
-              batch: int) -> tuple[float, float, str]:  # fmt: skip
+def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int,
+              slow: float = SLOW, bind: bool = False) -> tuple[float, float, str]:  # fmt: skip
+    """One flodl pair run, rank 1 slowed ``slow`` times (1: not slowed), ranks bound to their
+    own cores when ``bind``. Returns (samples/s, held-out loss, note)."""
     sync = mode.endswith("-sync")
-    handle = (
+    b = (
         Trainer.builder(make_model, make_optim, train_step)
         .dataset((x, y))
         .batch_size(batch)
@@ -140,9 +161,12 @@ def run_flodl(mode: str, x: torch.Tensor, y: torch.Tensor, epochs: int,
         .devices(["cpu", "cpu"])
         .mode(mode)
         .lr_scale_ratio(1.0 if sync else 0.0)
-        .slowdown({1: SLOW})
-        .run()
+        .threads_per_rank(1)
+        .bind_cores(bind)
     )
+    if slow > 1.0:
+        b = b.slowdown({1: slow})
+    handle = b.run()
     state = handle.join()
     ms = sum(m.epoch_ms for m in handle.history)
     samples = sum(r.samples for m in handle.history for r in m.per_rank)
@@ -233,16 +257,41 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--width", type=int, default=1280)
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated flodl modes")
+    p.add_argument(
+        "--modes",
+        help=f"comma-separated flodl modes (default all six; {','.join(SWEEP_MODES)} with "
+        "--slow-factor)",
+    )
     p.add_argument("--no-torch-ddp", action="store_true", help="skip the torch DDP baseline")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (>= 1)")
+    p.add_argument(
+        "--slow-factor",
+        help="sweep rank 1's slow factor instead, e.g. 1,2,4,8,16 (modes default to "
+        f"{','.join(SWEEP_MODES)}; no torch DDP)",
+    )
+    p.add_argument(
+        "--probe-seconds", type=float, default=3.0,
+        help="seconds of each phase of the sweep's contention probe (default 3)",
+    )  # fmt: skip
     args = p.parse_args()
     if args.rounds < 1:
         p.error(f"--rounds must be >= 1, got {args.rounds}")
+    if args.slow_factor is not None:
+        try:
+            factors = parse_factors(args.slow_factor)
+        except ValueError as e:
+            p.error(str(e))
+        if not args.probe_seconds > 0:
+            p.error(f"--probe-seconds must be > 0, got {args.probe_seconds}")
+        modes = sweep_modes(args.modes)
+        if isinstance(modes, str):
+            p.error(modes)
+        run_sweep(args, factors, modes)
+        return
     ARGS["width"] = args.width
     os.environ["DDP_HETERO_WIDTH"] = str(args.width)  # spawned flodl ranks build the same model
     x, y = make_data(args.samples, seed=0)
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = [m.strip() for m in (args.modes or ",".join(MODES)).split(",") if m.strip()]
     runs = ([] if args.no_torch_ddp else [DDP]) + [f"flodl {m}" for m in modes]
 
     m = measure(args, x, y, runs)
@@ -289,6 +338,224 @@ def _report(args: argparse.Namespace, solo: list[float], sps: dict[str, list[flo
             f"{centred[name]:>8.2f}x{loss[name]:>10.4f}"
             f"{(loss[name] - solo_loss) / solo_loss:>+9.1%}  {notes[name]}"
         )
+
+
+# ---- the slow-factor sweep ----------------------------------------------------------------------
+
+SWEEP_MODES = ("cpu-cadence", "cpu-async")
+
+
+def parse_factors(text: str) -> list[float]:
+    """``"1,2,4"`` -> ``[1.0, 2.0, 4.0]``: numbers >= 1, no repeats, in the order given.
+
+    Raises:
+        ValueError: naming the bad entry and what a factor must be.
+    """
+    out: list[float] = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        try:
+            f = float(item)
+        except ValueError:
+            raise ValueError(f"--slow-factor: {item!r} is not a number") from None
+        if not f >= 1.0 or f == float("inf"):
+            raise ValueError(
+                f"--slow-factor: {item} is below 1 or not finite (1 = as fast as rank 0, 2 = "
+                "twice as slow)"
+            )
+        if f in out:
+            raise ValueError(f"--slow-factor: {item} is given twice")
+        out.append(f)
+    if not out:
+        raise ValueError(f"--slow-factor: {text!r} names no factor (e.g. --slow-factor 1,2,4)")
+    return out
+
+
+def sweep_modes(text: str | None) -> list[str] | str:
+    """The sweep's modes (default cpu-cadence, cpu-async), or the error to print: a sync mode
+    waits for the slow rank every batch, so it has no place next to the ideal."""
+    names = [m.strip() for m in (text or ",".join(SWEEP_MODES)).split(",") if m.strip()]
+    if not names:
+        return "--modes names no mode"
+    out = []
+    for n in names:
+        try:
+            mode = parse_mode(n).name
+        except ConfigError:
+            return f"--modes: unknown mode {n!r}; expected one of {', '.join(MODES)}"
+        if mode.endswith("-sync"):
+            return (
+                f"--modes with --slow-factor: {mode} waits for the slow rank every batch; use "
+                "cadence or async modes"
+            )
+        out.append(mode)
+    return list(dict.fromkeys(out))
+
+
+def ideal(factor: float) -> float:
+    """The pair's best throughput over the fast rank alone when the other rank is ``factor``
+    times slower: ``1 + 1/factor``."""
+    return 1.0 + 1.0 / factor
+
+
+def against_solo(values: list[float], before: list[float], after: list[float]) -> list[float]:
+    """Each run's throughput over the better of the solo runs just before and just after it
+    (the reference least slowed by the machine's drift, so the ratio errs low)."""
+    return [v / max(a, b) for v, a, b in zip(values, before, after, strict=True)]
+
+
+def together_ratios(probes: list[dict[str, Any]], factor: float) -> list[list[float]]:
+    """Per rank, over the rounds: its working speed beside the other rank (slowed ``factor``
+    times) over its speed alone."""
+    return [
+        [p["together"][factor][r] / p["alone"][r] for p in probes if factor in p["together"]]
+        for r in range(2)
+    ]
+
+
+def bind_plan() -> list[list[int]] | None:
+    """The cores of each of two ranks (the engine's own slices), or ``None`` where this machine
+    cannot bind two one-thread ranks apart."""
+    if not supported() or len(os.sched_getaffinity(0)) < 2:
+        return None
+    return [cores_for(r, 2, 1) for r in range(2)]
+
+
+@dataclass
+class Sweep:
+    """Everything the slow-factor sweep measured, in run order."""
+
+    factors: list[float]
+    modes: list[str]
+    solo: list[float] = field(default_factory=list)
+    """Solo runs: one before each factor's group of pair runs, one after the last."""
+    groups: list[float] = field(default_factory=list)
+    """The factor of each group of pair runs (between solo[i] and solo[i + 1])."""
+    sps: dict[tuple[float, str], list[float]] = field(default_factory=dict)
+    """Per (factor, mode), one throughput per round."""
+    ratios: dict[tuple[float, str], list[float]] = field(default_factory=dict)
+    """Per (factor, mode), each round's run over the better solo around it."""
+    notes: dict[tuple[float, str], str] = field(default_factory=dict)
+    probes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_solo_bound(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int,
+                   cores: list[int] | None) -> float:  # fmt: skip
+    """The fast rank alone on ``cores`` (the core rank 0 gets in the pair runs), then the
+    process's cores as they were."""
+    before = os.sched_getaffinity(0) if cores is not None else None
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
+    try:
+        return run_solo(x, y, epochs, batch)[0]
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
+
+
+def measure_sweep(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor,
+                  sweep: Sweep, cores: list[list[int]] | None) -> Sweep:  # fmt: skip
+    """``args.rounds`` rounds of: the contention probe, then per factor a solo run and every
+    mode's pair run; one solo run at the very end."""
+    for _ in range(args.rounds):
+        sweep.probes.append(
+            contention_probe(args.width, args.batch, sweep.factors, args.probe_seconds, cores)
+        )
+        for f in sweep.factors:
+            sweep.solo.append(run_solo_bound(x, y, args.epochs, args.batch, cores and cores[0]))
+            sweep.groups.append(f)
+            for mode in sweep.modes:
+                v, _, note = run_flodl(mode, x, y, args.epochs, args.batch, f, cores is not None)
+                sweep.sps.setdefault((f, mode), []).append(v)
+                sweep.notes.setdefault((f, mode), note)
+    sweep.solo.append(run_solo_bound(x, y, args.epochs, args.batch, cores and cores[0]))
+    for f in sweep.factors:
+        at = [i for i, g in enumerate(sweep.groups) if g == f]
+        before, after = [sweep.solo[i] for i in at], [sweep.solo[i + 1] for i in at]
+        for mode in sweep.modes:
+            sweep.ratios[(f, mode)] = against_solo(sweep.sps[(f, mode)], before, after)
+    return sweep
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{min(xs):.2f}-{max(xs):.2f}" if len(xs) > 1 else ""
+
+
+def factor_table(sweep: Sweep, f: float) -> list[str]:
+    """The table of one factor: the fast rank alone, each mode's throughput, its median ratio to
+    the solo runs around it (low-high), the ideal and the share of it, then how much the two
+    cores slowed each other."""
+    at = [i for i, g in enumerate(sweep.groups) if g == f]
+    solos = sorted({sweep.solo[k] for i in at for k in (i, i + 1)})
+    who = "equal ranks" if f == 1 else f"rank 1 slowed {f:g}x"
+    lines = [
+        f"slow factor {f:g} ({who}): ideal 1 + 1/{f:g} = {ideal(f):.2f}x the fast rank alone",
+        f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'(low-high)':>12}{'ideal':>8}"
+        f"{'of ideal':>10}  notes",
+        f"{'fast rank alone':<24}{_median(solos):>12.0f}{1.0:>9.2f}x{'':>12}{'':>8}{'':>10}  "
+        f"{len(solos)} runs ({min(solos):.0f}-{max(solos):.0f} samples/s)",
+    ]
+    for mode in sweep.modes:
+        r = sweep.ratios[(f, mode)]
+        lines.append(
+            f"{'flodl ' + mode:<24}{_median(sweep.sps[(f, mode)]):>12.0f}{_median(r):>9.2f}x"
+            f"{_spread(r):>12}{ideal(f):>7.2f}x{_median(r) / ideal(f):>10.0%}  "
+            f"{sweep.notes[(f, mode)]}"
+        )
+    fast, slow = together_ratios(sweep.probes, f)
+    if fast:
+        lines.append(
+            f"ranks together vs each alone: fast rank {_median(fast):.2f}"
+            + (f" ({_spread(fast)})" if len(fast) > 1 else "")
+            + f", slow rank {_median(slow):.2f}"
+            + (f" ({_spread(slow)})" if len(slow) > 1 else "")
+            + f" (working speed side by side over alone, {len(fast)} round(s); 1.00 = the two "
+            "cores do not slow each other)"
+        )
+    return lines
+
+
+def summary_table(sweep: Sweep) -> list[str]:
+    """One row per factor: the ideal, each mode's median ratio and share of the ideal, and the
+    fast rank's speed beside the slowed one over alone."""
+    head = f"{'factor':>7}{'ideal':>8}"
+    for mode in sweep.modes:
+        head += f"{mode:>14}{'of ideal':>10}"
+    lines = [head + f"{'together':>10}"]
+    for f in sweep.factors:
+        row = f"{f:>7g}{ideal(f):>7.2f}x"
+        for mode in sweep.modes:
+            m = _median(sweep.ratios[(f, mode)])
+            row += f"{m:>13.2f}x{m / ideal(f):>10.0%}"
+        fast, _ = together_ratios(sweep.probes, f)
+        lines.append(row + (f"{_median(fast):>10.2f}" if fast else f"{'—':>10}"))
+    return lines
+
+
+def run_sweep(args: argparse.Namespace, factors: list[float], modes: list[str]) -> None:
+    ARGS["width"] = args.width
+    os.environ["DDP_HETERO_WIDTH"] = str(args.width)
+    x, y = make_data(args.samples, seed=0)
+    cores = bind_plan()
+    where = (
+        f"rank 0 on core(s) {cores[0]}, rank 1 on {cores[1]}, solo on rank 0's"
+        if cores
+        else "unbound (fewer than 2 cores to bind to)"
+    )
+    sweep = measure_sweep(args, x, y, Sweep(factors=factors, modes=modes), cores)
+    print(
+        f"flodl ddp_hetero slow-factor sweep: 2 CPU ranks x 1 thread ({where}), width "
+        f"{args.width}, {args.samples} samples x {args.epochs} epochs, batch {args.batch}, "
+        f"{args.rounds} interleaved round(s), factors {', '.join(f'{f:g}' for f in factors)}"
+    )
+    for f in factors:
+        print()
+        print("\n".join(factor_table(sweep, f)))
+    print()
+    print("summary (median ratio to the fast rank alone; together: the fast rank's working")
+    print("speed beside the slowed one over alone)")
+    print("\n".join(summary_table(sweep)))
 
 
 if __name__ == "__main__":

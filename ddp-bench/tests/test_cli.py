@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ddp_bench._cells import BENCH_MODES, DILOCO
 from ddp_bench._cli import list_text, parse
-from ddp_bench._config import PRESETS
+from ddp_bench._config import BENCH_ROOT, PRESETS
 from flodl_ddp import MODES
 
 
@@ -20,7 +21,8 @@ def cfg(*argv: str):
 
 def test_defaults_are_every_model_in_every_mode() -> None:
     c = cfg()
-    assert len(c.models) == 8 and c.modes == ("solo-0", "solo-1", *MODES)
+    assert len(c.models) == 8 and c.modes == ("solo-0", "solo-1", *MODES, DILOCO)
+    assert (*MODES, "cpu-async-diloco") == BENCH_MODES
     assert (c.seed, c.tolerance, c.output, c.devices) == (42, 0.15, Path("runs"), ("cpu", "cpu"))
     assert c.train and c.report is None
 
@@ -41,7 +43,8 @@ def test_slowdown_of_one_undoes_the_presets() -> None:
 
 def test_cpu_2rank_preset_writes_into_the_bench_folder() -> None:
     c = cfg("cpu-2rank")
-    assert c.models == ("logistic", "mlp", "lenet") and c.modes == ("solo-0", "solo-1", *MODES)
+    assert c.models == ("logistic", "mlp", "lenet")
+    assert c.modes == ("solo-0", "solo-1", *BENCH_MODES)
     assert c.report.endswith("ddp-bench/reports/cpu-2rank.md") and c.slowdown == {1: 2.0}
     assert c.seeds == 5 and c.repeats == 1 and cfg().seeds == 1 and cfg().repeats == 1
     assert cfg("cpu-2rank", "--repeats", "5").repeats == 5
@@ -56,6 +59,37 @@ def test_cpu_2rank_long_preset_is_cpu_2rank_at_30_epochs() -> None:
     assert long.with_(epochs=None, output=short.output, report=short.report) == short.with_(
         preset="cpu-2rank-long"
     )
+
+
+def test_diloco_cell_is_a_mode() -> None:
+    assert cfg("--mode", "cpu_async_diloco,CPU-Async").modes == (DILOCO, "cpu-async")
+    assert DILOCO in cfg("--mode", "all").modes and DILOCO in list_text()
+
+
+def test_validate_preset_uses_the_committed_baseline() -> None:
+    c = cfg("validate")
+    assert c.validate and not c.save_baseline and not c.sweep_factors
+    assert c.baseline == BENCH_ROOT / "baselines" / "cpu-validate.json" and c.baseline.is_file()
+    assert c.models == ("logistic", "mlp", "lenet") and c.seeds == 3
+    assert c.modes == ("solo-0", "solo-1", *BENCH_MODES) and c.slowdown == {1: 2.0}
+    # an explicit --save-baseline turns the preset's check into re-creating the baseline
+    again = cfg("validate", "--save-baseline")
+    assert again.save_baseline and not again.validate and again.baseline == c.baseline
+    assert cfg("validate", "--baseline", "mine.json").baseline == Path("mine.json")
+
+
+def test_hetero_sweep_preset_and_slow_factors() -> None:
+    c = cfg("hetero-sweep")
+    assert c.sweep_factors == (1.0, 2.0, 4.0, 8.0, 16.0) and c.slowdown == {}
+    assert c.models == ("mlp", "lenet") and c.epochs == 40
+    assert c.modes == ("solo-0", "solo-1", "cpu-cadence", "cpu-async")
+    assert cfg("hetero-sweep", "--slow-factors", "3,1.5").sweep_factors == (3.0, 1.5)
+    assert cfg("--slow-factors", "2").sweep_factors == (2.0,) and cfg().sweep_factors == ()
+    # an explicit slowdown ends the preset's sweep
+    plain = cfg("hetero-sweep", "--slowdown", "1=3")
+    assert plain.sweep_factors == () and plain.slowdown == {1: 3.0}
+    # saved sweep runs can be reported again without training
+    assert not cfg("--slow-factors", "1,2", "--report").train
 
 
 def test_report_alone_uses_saved_runs() -> None:
@@ -92,6 +126,12 @@ def test_one_device_gives_solo_only() -> None:
         (["--monitor", "70000"], "port 70000 is above 65535", "1..65535"),
         (["--validate", "--save-baseline"], "exclude each other", "save a baseline once"),
         (["warp-speed"], "unknown preset 'warp-speed'", "--list"),
+        (["--slow-factors", "0.5"], "0.5 is below 1", "--slow-factors 1,2,4,8,16"),
+        (["--slow-factors", "2,2"], "2 is given twice", "--slow-factors 1,2,4,8,16"),
+        (["--slow-factors", ","], "names no factor", "--slow-factors 1,2,4,8,16"),
+        (["--slow-factors", "2", "--slowdown", "1=2"], "exclude each other", "--slow-factors"),
+        (["--devices", "cpu", "--slow-factors", "2"], "second of two devices", "cpu,cpu"),
+        (["hetero-sweep", "--validate"], "not checked against a baseline", "validate preset"),
         (["--frobnicate"], "unrecognized arguments", "--help"),
     ],
 )

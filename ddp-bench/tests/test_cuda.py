@@ -32,7 +32,7 @@ def test_quick_preset_with_a_gpu_rank(
         peaks = dict(zip(rec["devices"], rec["peak_memory"], strict=True))
         assert peaks.get("cuda:0", 1) > 0 and peaks.get("cpu", 0) == 0, (mode, peaks)
     log = (out / "mlp" / "solo-0" / "training.log").read_text()
-    assert "# devices: cuda:0" in log, log[:500]
+    assert "# device: cuda:0 alone" in log, log[:500]
     report = (out / "report.md").read_text()
     assert re.findall(r"^## (.+)$", report, re.M) == list(SECTIONS)
     assert re.search(r"\| mlp \| cpu-async \| cuda:0: [\d.]+ MiB, cpu: — \|", report), report

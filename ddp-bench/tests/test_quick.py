@@ -16,7 +16,7 @@ from ddp_bench import SECTIONS
 
 MODES = ("solo-0", "solo-1", "cpu-cadence", "cpu-async")
 ARTIFACTS = ("run.json", "training.log", "timeline.json", "timeline.csv", "timeline.html",
-             "dashboard.html")  # fmt: skip
+             "trace.json", "dashboard.html")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -31,7 +31,12 @@ def test_quick_preset(tmp_path: Path, digits_dir: Path, run_bench: Callable[...,
             assert (folder / name).is_file(), f"{mode}: {name} missing"
         log = (folder / "training.log").read_text()
         assert re.search(r"^epoch 2: loss=\d+\.\d{6}, eval=\d+\.\d{4}", log, re.M), log
-        assert re.search(r"^total: \d+\.\d+s$", log, re.M) and "# devices: cpu" in log
+        assert re.search(r"^total: \d+\.\d+s$", log, re.M)
+        if mode.startswith("solo-"):  # one device alone: no mode, no peer, no averaging
+            assert "# device: cpu alone" in log and "syncs" not in log and "rank 0" not in log
+            assert "no averaging" in log and "mode" not in log
+        else:
+            assert f"| mode {mode} |" in log and "# devices: cpu, cpu (rank 1 slowed 2x)" in log
         rec = json.loads((folder / "run.json").read_text())
         assert rec["status"] == "complete" and len(rec["epochs"]) == 2
         assert rec["epochs"][-1]["eval"] > 50, "the bars are easy: the model must learn them"
@@ -48,7 +53,15 @@ def test_quick_preset(tmp_path: Path, digits_dir: Path, run_bench: Callable[...,
     assert json.loads((out / "mlp" / "solo-0" / "run.json").read_text())["bound_cores"] is False
     bound_line = "each rank bound to its own cores"
     assert (bound_line in (out / "mlp" / "cpu-cadence" / "training.log").read_text()) is can_bind
+    assert (
+        "slowed 2x, as rank 1 of the multi-rank runs"
+        in (out / "mlp" / "solo-1" / "training.log").read_text()
+    )
+    trace = json.loads((out / "mlp" / "cpu-cadence" / "trace.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"rank 0", "rank 1"}
     report = (out / "report.md").read_text()
+    assert "**Too short to time**" in report  # 2 epochs of ~60 batches: well under 2 s
     assert re.findall(r"^## (.+)$", report, re.M) == list(SECTIONS)
     for mode in MODES:
         assert f"| {mode} |" in report

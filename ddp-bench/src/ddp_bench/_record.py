@@ -107,6 +107,12 @@ class RunRecord:
     bound_cores: bool | None = None
     """Whether the run's ranks were bound to their own cores (``--no-bind-cores``); absent in
     older records."""
+    repeat_losses: list[float | None] | None = None
+    """The final training loss of each run in :attr:`repeat_train_s`; absent in older records."""
+    slow_factor: float | None = None
+    """The slow factor of the sweep point this run belongs to (``--slow-factors``: the last
+    device slowed that many times; solo runs carry their point's too); ``None`` outside a
+    sweep."""
 
     @property
     def final_loss(self) -> float | None:
@@ -137,6 +143,13 @@ class RunRecord:
         if len(per_seed) > 1:
             return statistics.fmean(per_seed.values())
         return self.final_eval
+
+    @property
+    def loss_mean(self) -> float | None:
+        """The final training loss averaged over the cell's runs (``--repeats`` / ``--seeds``),
+        else :attr:`final_loss`: what the baseline keeps and checks."""
+        losses = [v for v in self.repeat_losses or () if v is not None]
+        return statistics.fmean(losses) if losses else self.final_loss
 
     @property
     def train_s(self) -> float:

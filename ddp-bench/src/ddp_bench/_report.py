@@ -1,4 +1,5 @@
-"""The Markdown report of a set of run records (§13's sections), computed from the files alone."""
+"""The Markdown report of a set of run records (its sections are listed in ddp-bench/README.md),
+computed from the files alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from flodl_ddp._slowdown import PAY_EVERY_S
 
+from ._cells import DILOCO, is_solo
 from ._record import RunRecord
 from .models import MODEL_NAMES
 
@@ -40,9 +42,13 @@ MODE_ORDER = (
     "cpu-sync",
     "cpu-cadence",
     "cpu-async",
+    DILOCO,
 )
 BEST_WITHIN = 0.02  # "fastest mode whose eval is within 2 % (relative) of solo-0's"
 IDLE_FLAG_PCT = 5.0
+SHORT_S = 2.0
+"""Training times under this many seconds are flagged: start-up, the ranks' first batches and
+one scheduler hiccup move a ratio of such totals by 10 % or more."""
 
 
 def _f(v: float | None, digits: int = 4) -> str:
@@ -69,7 +75,8 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 class _Index:
-    """Records grouped by model (§13's order, whatever order they were loaded in) and mode."""
+    """Records grouped by model (the README's order, whatever order they were loaded in) and
+    mode."""
 
     def __init__(self, records: Sequence[RunRecord]) -> None:
         self.by_model: dict[str, list[RunRecord]] = {}
@@ -203,10 +210,45 @@ def _notes(ix: _Index, records: Sequence[RunRecord]) -> list[str]:
             "machine."
         )
     out.append(
-        "- `vs Ref` is the eval minus the published target of §13 (the reference's long "
-        "runs); short runs are not expected to reach it."
+        "- `vs Ref` is the eval minus the model's published target (the Models table of "
+        "`ddp-bench/README.md`, reached by full-length runs on the full dataset); short runs are "
+        "not expected to reach it."
     )
+    short = _short(records)
+    if short:
+        out.append(
+            f"- **Too short to time**: {len(short)} run(s) trained for less than {SHORT_S:g} s "
+            f"({_short_list(short)}). Speedups from such totals mean little (start-up, the "
+            "first batches and one hiccup of the machine move them by 10 % or more); they are "
+            "marked *(short)*. Train longer (`--epochs`, as `cpu-2rank-long` does) or repeat "
+            "(`--repeats`, `--seeds`) before reading them."
+        )
+    if any(r.mode == DILOCO for r in records):
+        out.append(
+            f"- `{DILOCO}` is cpu-async whose averagings are outer steps of flodl-ddp's "
+            "`DiLoCo()` (Nesterov momentum 0.9, lr 0.7 on the averaged change). DiLoCo was made "
+            "for hundreds of local steps between averagings, far more than ElChe's windows "
+            "here: its rows against cpu-async's show what the outer optimizer does at this "
+            "cadence."
+        )
     return out
+
+
+def _short(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """Complete runs whose training time (the median of a repeated cell) is under
+    :data:`SHORT_S`."""
+    return [r for r in records if r.status == "complete" and r.speed_s < SHORT_S]
+
+
+def _short_list(runs: Sequence[RunRecord], most: int = 4) -> str:
+    names = [f"{r.model}/{r.mode} {r.speed_s:.1f} s" for r in runs[:most]]
+    return ", ".join(names) + (f" and {len(runs) - most} more" if len(runs) > most else "")
+
+
+def _flag(ratio: str, *runs: RunRecord | None) -> str:
+    """``ratio`` marked *(short)* when a run it divides trained under :data:`SHORT_S`."""
+    short = any(r is not None and r.speed_s < SHORT_S for r in runs)
+    return f"{ratio} *(short)*" if short else ratio
 
 
 def _model_seeds(runs: Sequence[RunRecord]) -> list[int]:
@@ -254,6 +296,7 @@ def _results(ix: _Index) -> list[str]:
                 f"{r.ranks[i].busy_pct:.0f}%" if i < len(r.ranks) else "—" for i in range(world)
             ]
             idle = sum(rt.idle_s for rt in r.ranks) if r.ranks else None
+            solo = is_solo(r.mode)  # one device alone averages nothing: no syncs to show
             rows.append(
                 [
                     _tag(r),
@@ -262,8 +305,8 @@ def _results(ix: _Index) -> list[str]:
                     ref,
                     _f(r.speed_s, 1),
                     _f(r.total_s, 1),
-                    str(r.syncs) if r.syncs is not None else "—",
-                    _f(r.avg_sync_ms, 1),
+                    str(r.syncs) if r.syncs is not None and not solo else "—",
+                    _f(None if solo else r.avg_sync_ms, 1),
                     *busy,
                     _f(idle, 1),
                 ]
@@ -352,7 +395,7 @@ def _loss_cells(r: RunRecord, solo: RunRecord) -> list[str]:
 
 
 def _speed_cells(r: RunRecord, solo: RunRecord) -> list[str]:
-    ratio = f"{solo.speed_s / r.speed_s:.2f}x" if r.speed_s else "—"
+    ratio = _flag(f"{solo.speed_s / r.speed_s:.2f}x", r, solo) if r.speed_s else "—"
     return [_f(r.speed_s, 1), _f(solo.speed_s, 1), ratio, _spread(r), _spread(solo)]
 
 
@@ -369,7 +412,8 @@ def _speed(r: RunRecord, rank: int) -> float | None:
 
 
 def _breakdown(ix: _Index) -> list[str]:
-    """Each two-rank run's speedup over solo-0 as the product of three factors (§ the text)."""
+    """Each two-rank run's speedup over solo-0 as the product of three factors (see the
+    section's text)."""
     rows = []
     for model, runs in ix.by_model.items():
         solo = [ix.get(model, "solo-0"), ix.get(model, "solo-1")]
@@ -389,7 +433,7 @@ def _breakdown(ix: _Index) -> list[str]:
                 [
                     model,
                     _tag(r),
-                    f"{speedup:.2f}x",
+                    _flag(f"{speedup:.2f}x", r, solo[0]),
                     f"{pair:.2f}x",
                     f"{together:.2f}",
                     f"{engine:.2f}",
@@ -520,6 +564,8 @@ def _idle_causes(records: Sequence[RunRecord]) -> list[str]:
 def _elche(records: Sequence[RunRecord]) -> list[str]:
     rows = []
     for r in records:
+        if is_solo(r.mode):  # no ElChe without a second rank (older records carry its numbers)
+            continue
         anchors = [e.anchor for e in r.epochs if e.anchor is not None]
         shares = r.epochs[-1].batch_share if r.epochs else None
         speed = r.epochs[-1].rank_speed if r.epochs else None

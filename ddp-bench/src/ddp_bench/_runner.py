@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import logging
 import math
 import time
 import traceback
@@ -18,6 +19,7 @@ from flodl_ddp import Trainer
 from flodl_ddp._affinity import check_bindable
 from flodl_monitor import Monitor
 
+from ._cells import is_solo, outer_optimizer, trainer_mode
 from ._config import BenchConfig
 from ._files import write_text_atomic
 from ._record import EpochRow, RankTime, RunRecord, save_record
@@ -33,7 +35,7 @@ Log = Callable[[str], None]
 def run_devices(cfg: BenchConfig, mode: str) -> tuple[list[str], dict[int, float]]:
     """The devices and slowdown of a run: ``solo-N`` is device N alone (with rank N's slowdown
     as its own), a DDP mode uses every device."""
-    if mode.startswith("solo-"):
+    if is_solo(mode):
         n = int(mode[5:])
         slow = {0: cfg.slowdown[n]} if n in cfg.slowdown else {}
         return [cfg.devices[n]], slow
@@ -48,23 +50,28 @@ def _eval_value(v: Any, name: str) -> float | None:
     return None if v is None or not math.isfinite(float(v)) else float(v)
 
 
-def _row(m: Any, eval_name: str) -> EpochRow:
+def _row(m: Any, eval_name: str, solo: bool = False) -> EpochRow:
+    """One epoch's row; a solo run (one device alone) has no averaging, so no syncs, batch
+    shares or anchor, whatever the trainer's metrics of a one-rank world hold."""
     lr = getattr(m, "lr", None)
+    syncs = None if solo else getattr(m, "syncs", None)
+    sync_ms = None if solo else getattr(m, "avg_sync_ms", None)
+    shares = None if solo else [float(x) for x in (m.per_rank_batch_share or [])] or None
     return EpochRow(
         epoch=int(m.epoch),
         loss=float(m.avg_loss),
         eval=_eval_value(getattr(m, "eval", None), eval_name),
         epoch_ms=float(m.epoch_ms),
-        syncs=int(m.syncs) if getattr(m, "syncs", None) is not None else None,
-        avg_sync_ms=float(m.avg_sync_ms) if getattr(m, "avg_sync_ms", None) is not None else None,
-        batch_share=[float(x) for x in (m.per_rank_batch_share or [])] or None,
+        syncs=int(syncs) if syncs is not None else None,
+        avg_sync_ms=float(sync_ms) if sync_ms is not None else None,
+        batch_share=shares,
         throughput=[float(x) for x in (m.per_rank_throughput or [])] or None,
         rank_speed=[
             p.samples / (p.compute_ms / 1000.0) if p.compute_ms > 0 else 0.0
             for p in (m.per_rank or [])
         ]
         or None,
-        anchor=m.anchor,
+        anchor=None if solo else m.anchor,
         lr=float(lr) if lr is not None and math.isfinite(lr) else None,
     )
 
@@ -130,12 +137,27 @@ def _header(
 ) -> list[str]:
     """The ``#`` lines that open a run's training.log: what ran, where, on which data."""
     tag = " [synthetic]" if bundle.synthetic else ""
-    slow = ", ".join(f"rank {r} slowed {f:g}x" for r, f in sorted(slowdown.items()))
+    mode = run.rsplit("/", 1)[-1]
+    if is_solo(mode):
+        # one device alone: no mode, no peer; its slowdown is that of the rank it stands for
+        slow = (
+            f" (slowed {slowdown[0]:g}x, as rank {mode[5:]} of the multi-rank runs)"
+            if 0 in slowdown
+            else ""
+        )
+        where = f"# device: {devices[0]} alone{slow}, no averaging"
+    else:
+        slow = ", ".join(f"rank {r} slowed {f:g}x" for r, f in sorted(slowdown.items()))
+        outer = outer_optimizer(mode)
+        where = (
+            f"# devices: {', '.join(devices)}{f' ({slow})' if slow else ''}"
+            + (", each rank bound to its own cores" if binds_cores(cfg, devices) else "")
+            + f" | mode {trainer_mode(mode)}"
+            + (f", outer optimizer {outer!r}" if outer is not None else "")
+        )
     return [
         f"# ddp-bench {run}{tag}",
-        f"# devices: {', '.join(devices)}{f' ({slow})' if slow else ''}"
-        + (", each rank bound to its own cores" if binds_cores(cfg, devices) else "")
-        + f" | host {hw['host']} | {hw['cpu']} | torch {hw['torch']}",
+        where + f" | host {hw['host']} | {hw['cpu']} | torch {hw['torch']}",
         f"# data: {bundle.source}",
         f"# {epochs} epoch(s), batch {batch} per rank"
         + (f", at most {cfg.batches} batches per epoch" if cfg.batches else "")
@@ -168,8 +190,11 @@ def _trainer(
         .timeline(True)
         .monitor(monitor)
     )
-    if not mode.startswith("solo-"):
-        b = b.mode(mode)
+    if not is_solo(mode):
+        b = b.mode(trainer_mode(mode))
+        outer = outer_optimizer(mode)
+        if outer is not None:
+            b = b.outer_optimizer(outer)
     if slowdown:
         b = b.slowdown(slowdown)
     if all(d == "cpu" for d in devices):
@@ -185,6 +210,21 @@ def _trainer(
     return b.lr_scale_ratio(cfg.lr_scale)  # (1 + ratio * (world - 1)): no effect on one device
 
 
+def _start(b: Any, solo: bool) -> Any:
+    """``b.run()``; for one device alone without the engine's one-line summary, which would name
+    the trainer's default mode (and the slowdown as rank 0's) for a run that has neither: the
+    bench's own header says what a solo run is."""
+    if not solo:
+        return b.run()
+    log = logging.getLogger("flodl")  # flodl's logging tree (flodl_core.set_verbosity's)
+    before = log.level
+    log.setLevel(logging.WARNING)  # warnings still show
+    try:
+        return b.run()
+    finally:
+        log.setLevel(before)
+
+
 def _train(
     b: Any, run: str, eval_name: str, synthetic: bool, lines: list[str], log: Log
 ) -> tuple[list[EpochRow], list[Any], str | None, Any]:
@@ -197,11 +237,12 @@ def _train(
     raw: list[Any] = []
     error: str | None = None
     timeline: Any = None
+    solo = is_solo(run.rsplit("/", 1)[-1])
     try:
-        handle = b.run()
+        handle = _start(b, solo)
         while (m := handle.next_metrics()) is not None:
             raw.append(m)
-            rows.append(_row(m, eval_name))
+            rows.append(_row(m, eval_name, solo))
             line = epoch_line(rows[-1], synthetic)
             lines.append(line)
             log(f"[{run}] {line}")
@@ -223,6 +264,7 @@ def _save_timeline(
         timeline.save_json(folder / "timeline.json")
         timeline.save_csv(folder / "timeline.csv")
         timeline.save_html(folder / "timeline.html")
+        timeline.save_chrome_trace(folder / "trace.json")
         return _timeline_times(timeline, world)
     if raw:
         return _ranks_from_metrics(raw, world), None, None
@@ -298,6 +340,7 @@ def run_one(
         eval_samples=len(bundle.test.tensors[0]) if spec.task != "lm" else None,
         peak_memory=[r.peak_memory_bytes for r in raw[-1].per_rank] if raw else None,
         bound_cores=binds_cores(cfg, devices),
+        slow_factor=cfg.slow_factor,
     )
     save_record(record, folder)
     return record

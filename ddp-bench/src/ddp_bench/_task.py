@@ -34,7 +34,7 @@ def normalize_cifar(x: Tensor) -> Tensor:
 
 def augment_cifar(x: Tensor) -> Tensor:
     """Pad 4 (zeros), random 32x32 crop and random horizontal flip, one draw for the whole
-    batch (§13: cheaper than per-image and what the reference does). x: (B, 3, 32, 32)."""
+    batch (cheaper than per-image and what the reference does). x: (B, 3, 32, 32)."""
     padded = F.pad(x, (4, 4, 4, 4))
     i, j = (int(v) for v in torch.randint(0, 9, (2,)))
     out = padded[:, :, i : i + 32, j : j + 32]
@@ -60,7 +60,8 @@ def _params(target: nn.Module | Iterable[Any]) -> list[Any]:
 
 @dataclass(frozen=True)
 class OptimFactory:
-    """``factory(model or its parameters) -> torch.optim.Optimizer`` with §13's settings."""
+    """``factory(model or its parameters) -> torch.optim.Optimizer`` with the settings of the
+    README's Models table."""
 
     model: str
 
@@ -77,7 +78,8 @@ class OptimFactory:
 
 
 def schedule_for(model: str, total_steps: int) -> Scheduler | None:
-    """§13's schedule over ``total_steps`` global batches (``None``: a flat lr)."""
+    """The schedule of the README's Models table over ``total_steps`` global batches (``None``: a
+    flat lr)."""
     spec = SPECS[model]
     total = max(int(total_steps), 1)
     if spec.schedule == "multistep":  # x0.1 at 50 % and 75 % of the run

@@ -1,4 +1,4 @@
-"""Every bench model: output shapes, §13's sizes, and ResNet-20 hand-written vs FlowBuilder."""
+"""Every bench model: output shapes, the README's sizes, ResNet-20 hand-written vs FlowBuilder."""
 
 from __future__ import annotations
 

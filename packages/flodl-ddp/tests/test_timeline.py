@@ -203,3 +203,140 @@ def test_now_counts_from_origin() -> None:
     tl = Timeline()
     assert 0.0 <= tl.now() < 5.0
     assert Timeline(origin=time.time() - 10).now() >= 10.0
+
+
+# ---- utilization samples ------------------------------------------------------------------------
+
+
+def sampled() -> Timeline:
+    """:func:`scripted` plus utilization: rank 0 every second (CPU only), rank 1 twice with a
+    GPU reading."""
+    tl = scripted()
+    for t, cpu in [(1.0, 90.0), (2.0, 50.0), (3.0, 100.0), (5.0, 20.0)]:
+        tl.sample(0, t, cpu=cpu)
+    tl.sample(1, 2.0, cpu=180.0, gpu=70.0)
+    tl.sample(1, 4.0, gpu=30.0)
+    return tl
+
+
+def test_samples_summary_is_time_weighted() -> None:
+    s = sampled().summary()
+    u0, u1 = s["utilization"][0], s["utilization"][1]
+    # rank 0: gaps 1, 1, 2; the first sample weighs as the second's gap (1):
+    # (90 + 50 + 100 + 2 * 20) / 5 = 56
+    assert u0["samples"] == 4 and u0["cpu_avg_pct"] == pytest.approx(56.0)
+    assert u0["cpu_max_pct"] == 100.0 and u0["gpu_avg_pct"] is None and u0["gpu_max_pct"] is None
+    # rank 1: one CPU reading; GPU (70 + 30) / 2 with equal weights
+    assert (u1["cpu_avg_pct"], u1["cpu_max_pct"]) == (180.0, 180.0)
+    assert u1["gpu_avg_pct"] == pytest.approx(50.0) and u1["gpu_max_pct"] == 70.0
+    assert s["sample_count"] == 6
+    assert scripted().summary()["utilization"] == {}
+
+
+def test_sample_only_rank_and_total() -> None:
+    tl = Timeline(origin=0.0)
+    tl.sample(3, 7.5, cpu=12.0)
+    assert tl.ranks == [3] and tl.total_s == 7.5
+    assert tl.summary()["utilization"][3]["cpu_avg_pct"] == 12.0
+
+
+def test_sample_errors() -> None:
+    tl = Timeline(origin=0.0)
+    with pytest.raises(ConfigError, match="needs cpu=, gpu= or both"):
+        tl.sample(0, 1.0)
+    with pytest.raises(ConfigError, match="cpu must be a finite percentage"):
+        tl.sample(0, 1.0, cpu=-1.0)
+    with pytest.raises(ConfigError, match="gpu must be a finite percentage"):
+        tl.sample(0, 1.0, gpu=float("nan"))
+    with pytest.raises(ConfigError, match="percentage of one device"):
+        tl.sample(0, 1.0, gpu=101.0)
+    with pytest.raises(ConfigError, match="rank must be an int >= 0"):
+        tl.sample(-1, 1.0, cpu=1.0)
+    with pytest.raises(ConfigError, match="t must be a finite number of seconds"):
+        tl.sample(0, -2.0, cpu=1.0)
+    assert tl.samples == []
+
+
+def test_samples_merge_and_round_trip() -> None:
+    a = Timeline(origin=100.0)
+    a.sample(0, 1.0, cpu=40.0)
+    b = Timeline(origin=102.0)
+    b.sample(1, 0.5, cpu=99.0, gpu=10.0)
+    a.merge(b)
+    assert [(u.rank, u.t, u.cpu_pct, u.gpu_pct) for u in a.samples] == [
+        (0, 1.0, 40.0, None),
+        (1, 2.5, 99.0, 10.0),
+    ]
+    d = json.loads(json.dumps(sampled().to_dict()))
+    assert d["version"] == 2 and [1, 2.0, 180.0, 70.0] in d["samples"]
+    back = Timeline.from_dict(d)
+    assert back.to_dict() == sampled().to_dict() and back.summary() == sampled().summary()
+    # a version 1 dict (before samples) still loads, with none
+    old = {k: v for k, v in scripted().to_dict().items() if k != "samples"}
+    assert Timeline.from_dict({**old, "version": 1}).samples == []
+    with pytest.raises(CheckpointError, match="not a timeline dict"):
+        Timeline.from_dict({**d, "samples": [[0, 1.0, "high", None]]})
+
+
+def test_samples_in_json_csv_and_html(tmp_path: Path) -> None:
+    tl = sampled()
+    doc = json.loads(tl.save_json(tmp_path / "tl.json").read_text())
+    assert doc["summary"]["utilization"]["0"]["cpu_avg_pct"] == pytest.approx(56.0)
+    with tl.save_csv(tmp_path / "tl.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["record"] == "sample"]
+    assert len(rows) == 6 and rows[-1]["rank"] == "1" and rows[-1]["kind"] == "utilization"
+    assert json.loads(rows[-1]["fields"]) == {"cpu_pct": None, "gpu_pct": 30.0}
+    page = tl.save_html(tmp_path / "tl.html").read_text()
+    assert ">util 0</text>" in page and ">util 1</text>" in page
+    assert len(re.findall(r'<polyline class="util cpu"', page)) == 2
+    assert len(re.findall(r'<polyline class="util gpu"', page)) == 1  # rank 0 has no GPU
+    assert "<td>56 %</td>" in page  # rank 0's CPU average in the table
+    plain = scripted().save_html(tmp_path / "plain.html").read_text()
+    assert "<polyline" not in plain and "util 0" not in plain
+
+
+# ---- Chrome trace -------------------------------------------------------------------------------
+
+
+def test_chrome_trace_is_valid_trace_event_json(tmp_path: Path) -> None:
+    tl = sampled()
+    path = tl.save_chrome_trace(tmp_path / "trace.json")
+    doc = json.loads(path.read_text())
+    assert set(doc) == {"traceEvents", "displayTimeUnit", "otherData"}
+    assert doc["otherData"]["origin_unix_s"] == 1000.0
+    events = doc["traceEvents"]
+    for ev in events:
+        assert {"name", "ph", "pid", "tid"} <= set(ev), ev
+        assert ev["ph"] in ("M", "X", "i", "C")
+        assert ev["ph"] == "M" or ev["ts"] >= 0
+    # one process (and one thread) per rank, named, pid = tid = rank + 1
+    names = {ev["pid"]: ev["args"]["name"] for ev in events if ev["name"] == "process_name"}
+    assert names == {1: "rank 0", 2: "rank 1"}
+    assert {(ev["pid"], ev["tid"]) for ev in events} == {(1, 1), (2, 2)}
+    # spans are complete events in microseconds
+    slices = [ev for ev in events if ev["ph"] == "X"]
+    assert len(slices) == 10
+    data = next(ev for ev in slices if ev["name"] == "data")
+    assert (data["pid"], data["ts"], data["dur"], data["cat"]) == (2, 0.0, 500000.0, "data")
+    # events: the throttle carries rank 0 and sits on its thread; the others are global
+    instants = [ev for ev in events if ev["ph"] == "i"]
+    assert len(instants) == 6
+    throttle = next(ev for ev in instants if ev["name"] == "throttle")
+    assert (throttle["s"], throttle["pid"], throttle["ts"]) == ("t", 1, 3000000.0)
+    assert {ev["s"] for ev in instants if ev["name"] != "throttle"} == {"g"}
+    anchor = next(ev for ev in instants if ev["name"] == "anchor_changed")
+    assert anchor["args"] == {"old": 10, "new": 20}
+    # utilization: counter tracks CPU and GPU per rank
+    counters = [(ev["pid"], ev["name"], ev["ts"], ev["args"]) for ev in events if ev["ph"] == "C"]
+    assert (1, "CPU", 1000000.0, {"%": 90.0}) in counters
+    assert (2, "GPU", 4000000.0, {"%": 30.0}) in counters
+    assert not any(pid == 1 and name == "GPU" for pid, name, _, _ in counters)
+    assert len(counters) == 4 + 1 + 2
+    # timed events in time order, metadata first
+    timed = [ev["ts"] for ev in events if ev["ph"] != "M"]
+    assert timed == sorted(timed) and all(ev["ph"] == "M" for ev in events[:6])
+
+
+def test_chrome_trace_of_empty_timeline() -> None:
+    doc = Timeline(origin=5.0).to_chrome_trace()
+    assert doc["traceEvents"] == [] and json.loads(json.dumps(doc)) == doc

@@ -1,4 +1,5 @@
-"""The bench models (§13's table): each defined once; ResNet-20 also as a flodl graph."""
+"""The bench models (the Models table of ddp-bench/README.md): each defined once; ResNet-20 also
+as a flodl graph."""
 
 from ._mnist import conv_ae as conv_ae
 from ._mnist import lenet as lenet

@@ -1,6 +1,7 @@
 """One entry per bench model: architecture, data, optimizer, schedule, epochs and the published
-target (§13's table). Everything the ranks need is reached through picklable top-level callables
-(``ModelFactory``, ``OptimFactory``, ``SchedFactory``, ``TrainStep``): ranks are spawned processes.
+target (the README's Models table). Everything the ranks need is reached through picklable
+top-level callables (``ModelFactory``, ``OptimFactory``, ``SchedFactory``, ``TrainStep``):
+ranks are spawned processes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ class ModelSpec:
 
     ``task``: ``"classify"`` (cross-entropy, eval = accuracy %), ``"lm"`` (next-character
     cross-entropy, eval = validation CE) or ``"recon"`` (MSE to the input, eval = test MSE).
-    ``target``: the published eval (§13), ``None`` when it is only "decreasing".
+    ``target``: the published eval (the README's Models table), ``None`` when it is only
+    "decreasing".
     """
 
     name: str
@@ -81,6 +83,6 @@ SPECS: dict[str, ModelSpec] = {
                   task="recon", target=None, **_ADAM),
     )
 }  # fmt: skip
-"""The eight bench models by name, in §13's order."""
+"""The eight bench models by name, in the README's order."""
 
 MODEL_NAMES: tuple[str, ...] = tuple(SPECS)
