@@ -133,7 +133,7 @@ def _probe_rank(rank: int, width: int, batch: int, seconds: float,
     if cores is not None:
         os.sched_setaffinity(0, cores[rank])  # before torch's thread pools start
     torch.set_num_threads(1)
-    from flodl_ddp._slowdown import Slowdown  # the hook flodl's slowed ranks use
+    from flodl_ddp.testing import Slowdown  # the hook flodl's slowed ranks use
 
     x, y = make_data(4096, seed=rank)
     torch.manual_seed(42)

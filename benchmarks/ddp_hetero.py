@@ -85,8 +85,11 @@ from torch import nn
 
 from flodl_core import ConfigError
 from flodl_ddp import MODES, Trainer, parse_mode
-from flodl_ddp._affinity import cores_for, supported  # the engine's own core slices
-from flodl_ddp._slowdown import Slowdown  # the hook flodl's runs get, for torch DDP's too
+from flodl_ddp.testing import (  # the engine's own core slices
+    Slowdown,  # the hook flodl's runs get, for torch DDP's too
+    binding_supported,
+    cores_for,
+)
 
 SLOW = 2.0
 LR = 0.02
@@ -417,7 +420,7 @@ def together_ratios(probes: list[dict[str, Any]], factor: float) -> list[list[fl
 def bind_plan() -> list[list[int]] | None:
     """The cores of each of two ranks (the engine's own slices), or ``None`` where this machine
     cannot bind two one-thread ranks apart."""
-    if not supported() or len(os.sched_getaffinity(0)) < 2:
+    if not binding_supported() or len(os.sched_getaffinity(0)) < 2:
         return None
     return [cores_for(r, 2, 1) for r in range(2)]
 

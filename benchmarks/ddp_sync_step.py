@@ -41,7 +41,7 @@ from _ddp_task import ddp_epoch, join_pair, make_data, mlp, spawn_pair, train_st
 from torch import nn
 
 from flodl_ddp import DdpConfig, Trainer
-from flodl_ddp._slowdown import Slowdown  # the hook flodl's rank 1 gets, for torch DDP's too
+from flodl_ddp.testing import Slowdown  # the hook flodl's rank 1 gets, for torch DDP's too
 
 LR = 0.02
 WORLD = 2

@@ -20,14 +20,7 @@ TOPS = (*PACKAGES, "ddp_bench")
 
 # Imports waiting for a public name in flodl_ddp (its runtime is being rebuilt elsewhere): each
 # entry must still be needed (a test below fails once it is not), and nothing may join the list.
-PENDING = {
-    ("ddp-bench/src/ddp_bench/_runner.py", "flodl_ddp._affinity"),
-    ("ddp-bench/src/ddp_bench/_report.py", "flodl_ddp._slowdown"),
-    ("ddp-bench/src/ddp_bench/_cli.py", "flodl_ddp._launch"),
-    ("benchmarks/ddp_sync_step.py", "flodl_ddp._slowdown"),
-    ("benchmarks/ddp_hetero.py", "flodl_ddp._slowdown"),
-    ("benchmarks/ddp_exchange.py", "flodl_ddp._comm"),
-}
+PENDING: set[tuple[str, str]] = set()
 
 
 def _private(module: str) -> str | None:

@@ -221,7 +221,7 @@ def _slowdown(items: Sequence[str], n_devices: int) -> dict[int, float]:
 def _check_machine_has(devices: tuple[str, ...]) -> None:
     """CUDA devices this machine cannot give fail here, not in every run of the sweep."""
     from flodl_core import ConfigError
-    from flodl_ddp._launch import check_cuda_devices
+    from flodl_ddp.testing import check_cuda_devices
 
     try:
         check_cuda_devices(list(devices))

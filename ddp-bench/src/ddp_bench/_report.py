@@ -8,7 +8,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from flodl_ddp._slowdown import PAY_EVERY_S
+from flodl_ddp.testing import PAY_EVERY_S
 
 from ._cells import DILOCO, is_solo
 from ._record import RunRecord

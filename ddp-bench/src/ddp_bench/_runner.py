@@ -16,7 +16,7 @@ from typing import Any
 
 from flodl_core import ConfigError
 from flodl_ddp import Trainer
-from flodl_ddp._affinity import check_bindable
+from flodl_ddp.testing import check_bindable
 from flodl_monitor import Monitor
 
 from ._cells import is_solo, outer_optimizer, trainer_mode

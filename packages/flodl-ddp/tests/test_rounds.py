@@ -115,10 +115,8 @@ def test_a_stale_data_left_does_not_cost_an_empty_window(
     more: list[bool], in_hand: list[bool], drained: bool, finished: bool, peeked: bool
 ) -> None:
     """Every rank reaches the same verdict from the exchanged flags and the pool counter."""
-    from flodl_ddp import ElChe
 
     def body(comm: Any) -> list[Any]:
-        import torch
 
         reads: list[int] = []
         r = _round(False, NoGuard(), comm, _NoAverage())

@@ -64,6 +64,7 @@ from ._partition import split_sizes as split_sizes
 from ._session import DdpSession as DdpSession
 from ._timeline import Timeline as Timeline
 from ._timeline import TimelineEvent as TimelineEvent
+from ._timeline import TimelineSample as TimelineSample
 from ._timeline import TimelineSpan as TimelineSpan
 from ._trainer import Trainer as Trainer
 from ._trainer import TrainerBuilder as TrainerBuilder
@@ -102,6 +103,7 @@ __all__ = [
     "SlowMo",
     "Timeline",
     "TimelineEvent",
+    "TimelineSample",
     "TimelineSpan",
     "TorchOuter",
     "TrainedState",

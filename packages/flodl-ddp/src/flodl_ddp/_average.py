@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ._outer import OuterAvg
 from ._reduce import LocalReducer, Reducer, Segment
 
 
@@ -47,8 +48,6 @@ def _norm(tensors: list[Tensor]) -> float:
 
 
 def _is_plain_average(outer: Any) -> bool:
-    from ._outer import OuterAvg
-
     return outer is None or type(outer) is OuterAvg
 
 

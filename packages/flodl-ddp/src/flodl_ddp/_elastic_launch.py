@@ -24,11 +24,10 @@ from ._elastic import ElasticOptions, check_elastic, require_torchft, resolve_ex
 from ._elastic_link import ElasticLink, elastic_rank_process
 from ._errors import DdpError
 from ._handle import DdpHandle
-from ._launch import spawn_picklable
 from ._supervisor import FINISH_GRACE_S, Supervisor, blame, how_it_died
 from ._torchrun import torchrun_env
 from ._watchdog import Watchdog
-from ._worker import RankPayload, SpawnLink
+from ._worker import RankPayload, SpawnLink, spawn_picklable
 
 logger = logging.getLogger("flodl.ddp")
 
@@ -149,7 +148,7 @@ def launch_elastic(payload: RankPayload, watchers: dict[str, Any]) -> ElasticHan
     opts = check_elastic_run(payload)
     exposure = resolve_exposure(opts)  # refuse an exposed setup before anything starts
     require_torchft()
-    from torchft._torchft import LighthouseServer
+    from torchft.coordination import LighthouseServer
 
     world, ctx = len(payload.devices), mp.get_context("spawn")
     # The lighthouse waits this long for a rank that heartbeats but has not asked for the

@@ -30,9 +30,11 @@ from torch import Tensor, nn
 from torch.distributed import ReduceOp
 
 from ._comm import Comm
+from ._elastic_transport import StateTransport
 from ._errors import DdpError
 from ._modes import Backend
 from ._reduce import Segment
+from ._store import listen_store
 
 
 class WindowVoid(DdpError):
@@ -160,9 +162,6 @@ def connect(
     ``(state_dict, load_state_dict)``, what a healing peer receives and how it is adopted."""
     from torchft import Manager, ProcessGroupGloo
     from torchft import manager as tm
-
-    from ._elastic_transport import StateTransport
-    from ._store import listen_store
 
     timeout = timedelta(seconds=timeout_s)
     tm.ManagerServer = _bound_server(tm.ManagerServer, host)

@@ -22,7 +22,6 @@ import hmac
 import itertools
 import logging
 import os
-import pickle
 import secrets
 import socket
 import threading
@@ -41,6 +40,7 @@ from flodl_core.data import as_batch_dataset
 from ._affinity import check_bindable
 from ._comm import SoloComm, StoreComm
 from ._config import TrainerConfig
+from ._elastic_launch import launch_elastic
 from ._errors import DdpError
 from ._handle import DdpHandle
 from ._membership import StaticWorld
@@ -52,7 +52,15 @@ from ._store import listen_store
 from ._supervisor import Supervisor
 from ._torchrun import init_torchrun_group, local_world, torchrun_env
 from ._watchdog import Watchdog
-from ._worker import RankPayload, SpawnLink, rank_process, set_threads, static_reducer, train_rank
+from ._worker import (
+    RankPayload,
+    SpawnLink,
+    rank_process,
+    set_threads,
+    spawn_picklable,
+    static_reducer,
+    train_rank,
+)
 
 logger = logging.getLogger("flodl.ddp")
 _RUNS = itertools.count()
@@ -116,21 +124,6 @@ def check_devices(devices: list[str], mode: Mode) -> None:
         raise ConfigError(
             f"devices {devices} name {twice[0]} twice; give each GPU rank its own GPU"
         )
-
-
-def check_picklable(name: str, obj: Any) -> None:
-    """Spawned ranks receive the factories by pickling: refuse lambdas and local functions."""
-    if obj is None:
-        return
-    try:
-        pickle.dumps(obj)
-    except Exception as e:
-        what = getattr(obj, "__qualname__", type(obj).__name__)
-        raise ConfigError(
-            f"{name} {what!r} cannot be sent to the rank processes ({type(e).__name__}: {e}); "
-            "pass a function defined at the top level of an importable module (not a lambda, "
-            "not a function defined inside another function), or a picklable object"
-        ) from None
 
 
 def start_lr(optim_factory: Callable[..., Any], scale: float) -> str:
@@ -214,8 +207,6 @@ def start(
         "save_dashboard": cfg.save_dashboard,
     }
     if spec.elastic is not None:
-        from ._elastic_launch import launch_elastic  # needs the optional torchft
-
         return launch_elastic(payload, watchers)
     if env is not None:
         return _launch_torchrun(payload, env, watchers)
@@ -342,14 +333,6 @@ def _launch_torchrun(
 
     _on_thread(handle, f"flodl-ddp-rank{rank}", body)
     return handle
-
-
-def spawn_picklable(payload: RankPayload) -> None:
-    """What spawned ranks receive must pickle (module-level functions and plain objects)."""
-    for name in ("model_factory", "optim_factory", "train_step"):
-        check_picklable(name, getattr(payload, name))
-    for name in ("scheduler", "eval_fn", "guard", "outer_optimizer"):
-        check_picklable(name, getattr(payload.spec, name))
 
 
 def static_watchdog(spec: RunSpec) -> Callable[..., Callable[..., Watchdog]]:

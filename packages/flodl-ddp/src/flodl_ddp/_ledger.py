@@ -48,10 +48,11 @@ class RankLedger:
         t0: the run's start (``time.time()``), shared by every rank: timeline times count from it.
     """
 
-    def __init__(self, rank: int, timeline: Any, t0: float) -> None:
+    def __init__(self, rank: int, timeline: Any, t0: float, sampler: Any = None) -> None:
         self.rank = rank
         self.timeline = timeline
         self.t0 = t0
+        self.sampler = sampler  # a UtilizationSampler when there is a timeline
         self.numbers: dict[str, float] = dict.fromkeys(SUMMED, 0.0)
         self._loss: Tensor | None = None
 
@@ -81,6 +82,13 @@ class RankLedger:
         return out
 
     # ---- timeline -----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """After a batch: a utilization sample into the timeline, at most every 100 ms."""
+        s = self.sampler.maybe_sample(now()) if self.sampler is not None else None
+        if s is not None:
+            t = max(0.0, s.t + time.time() - now() - self.t0)
+            self.timeline.sample(self.rank, t, cpu=s.cpu_pct, gpu=s.gpu_pct)
 
     def span(self, kind: str, start: float, end: float) -> None:
         """A ``kind`` span of this rank between two :func:`now` readings."""

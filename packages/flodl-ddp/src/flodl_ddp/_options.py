@@ -17,7 +17,10 @@ from typing import Any
 
 from flodl_core import ConfigError, check_finite, check_int, resolve_device
 
+from ._elastic import ElasticOptions
+from ._guards import TrendGuard
 from ._modes import Mode, Policy, parse_mode
+from ._resume import read_latest
 
 Rule = Callable[[Any], Any]
 
@@ -119,8 +122,6 @@ def _monitor(v: Any) -> Any:
 
 
 def _elastic(v: Any) -> Any:
-    from ._elastic import ElasticOptions
-
     if not isinstance(v, ElasticOptions):
         raise ConfigError(f"elastic must be ElasticOptions (use .elastic(...)), got {v!r}")
     return v
@@ -263,13 +264,9 @@ def check_config(cfg: Any, *, need_epochs: bool = True) -> RunSpec:
     if v["checkpoint_every"] is not None and not v["checkpoint_path"]:
         raise ConfigError("checkpoint_every needs a checkpoint_path (a folder)")
     if v["resume"] is not None:
-        from ._resume import read_latest
-
         read_latest(v["resume"])  # a missing or foreign folder fails before any rank starts
     guard = v["guard"]
     if guard is None:
-        from ._guards import TrendGuard
-
         guard = TrendGuard(v["divergence_threshold"])
     ratio = v["lr_scale_ratio"]
     return RunSpec(

@@ -55,6 +55,7 @@ from ._rounds import AveragingRound, WindowReport
 from ._slowdown import Slowdown
 from ._sync_hook import wrap_sync
 from ._timeline import Timeline
+from ._utilization import UtilizationSampler
 from ._warmup import warm_up
 from ._watchdog import WAITING, Beacon
 from ._worklist import EpochWork, RankWork, WindowWork
@@ -110,10 +111,13 @@ class RankEngine:
         self.sched_step = 0
         self.slowdown = Slowdown(spec.slowdown.get(self.rank, 1.0), self.device)
         self.timeline: Any = None
+        sampler = None
         if spec.timeline:
             self.timeline = Timeline(origin=ctx.t0)
+            sampler = UtilizationSampler(self.device)
+            sampler.start(now())
         self.sink = ScalarSink()
-        self.ledger = RankLedger(self.rank, self.timeline, ctx.t0)
+        self.ledger = RankLedger(self.rank, self.timeline, ctx.t0, sampler)
         self.tally = EpochTally(self.world, *self._who())
         self._make_controllers()
         self.next_epoch = 0
@@ -324,6 +328,7 @@ class RankEngine:
             )
         self.slowdown.after_batch(t)
         self._compute_s += now() - t
+        self.ledger.tick()
 
     def _advance_schedule(self) -> None:
         s = self.scheduler
@@ -696,6 +701,12 @@ class RankEngine:
         for b in parts[1:]:
             merged.merge(Timeline.from_dict(json.loads(b)))
         return merged
+
+    def close(self) -> None:
+        """Release what the engine holds in its thread (the scalar sink, the GPU poller)."""
+        self.sink.uninstall()
+        if self.ledger.sampler is not None:
+            self.ledger.sampler.close()
 
     def final_state(self) -> TrainedState:
         """The trained model as CPU tensors (the last consensus with EASGD)."""

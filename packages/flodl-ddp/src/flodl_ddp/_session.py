@@ -168,7 +168,7 @@ class DdpSession:
         if self._closed:
             return
         self._closed = True
-        self._engine.sink.uninstall()
+        self._engine.close()
         left = self._engine.left
         if self.world_size > 1 and left is None:
             self._engine.comm.barrier("close")

@@ -35,10 +35,14 @@ from torch import nn
 from flodl_core import ConfigError
 
 from ._config import DdpConfig, TrainerConfig
+from ._elastic import ElasticOptions, check_elastic, require_torchft
+from ._elche_config import ElCheConfig
+from ._guards import NoGuard
 from ._handle import DdpHandle
 from ._launch import start
 from ._modes import Backend, Mode, Policy, parse_mode
 from ._options import check_option
+from ._session import DdpSession
 
 
 class TrainerBuilder:
@@ -191,8 +195,6 @@ class TrainerBuilder:
 
     def no_divergence_guard(self) -> TrainerBuilder:
         """Use ``NoGuard``: the anchor may grow whatever the divergence."""
-        from ._guards import NoGuard
-
         return self._set("guard", NoGuard())
 
     def meta_controller(self, on: bool = True) -> TrainerBuilder:
@@ -289,8 +291,6 @@ class TrainerBuilder:
         living one, a hung rank is killed after ``hang_timeout`` seconds without a batch. Fewer
         than ``min_ranks`` living ranks fail the run. Everything binds loopback unless
         ``trusted_interface`` names a network you trust. See :mod:`flodl_ddp._elastic`."""
-        from ._elastic import ElasticOptions, check_elastic, require_torchft
-
         opts = ElasticOptions(
             min_ranks, heartbeat_timeout, hang_timeout, max_restarts, trusted_interface, host
         )
@@ -325,8 +325,6 @@ class TrainerBuilder:
     def elche(self, config: Any) -> TrainerBuilder:
         """The mode and every ElChe knob an :class:`~flodl_ddp.ElCheConfig` names, e.g.
         ``.elche(ElCheConfig.cpu_async().easgd_alpha(0.6))``."""
-        from ._elche_config import ElCheConfig
-
         if not isinstance(config, ElCheConfig):
             raise ConfigError(f"elche needs an ElCheConfig, got {type(config).__name__}")
         for name, value in config.options().items():
@@ -389,6 +387,4 @@ class Trainer:
     @staticmethod
     def setup(model: nn.Module, optim_factory: Callable[..., Any], config: DdpConfig) -> Any:
         """A cooperative run: you own the loop inside each rank (see :class:`DdpSession`)."""
-        from ._session import DdpSession
-
         return DdpSession(model, optim_factory, config)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import pickle
 import socket
 import threading
 import time
@@ -30,6 +31,7 @@ import torch.distributed as dist
 
 from flodl_core import ConfigError, atomic_path
 
+from ._admission import admit_rank
 from ._affinity import bind
 from ._comm import StoreComm
 from ._errors import PeerError
@@ -104,8 +106,6 @@ def train_rank(
     own) and the progress reports; ``created`` the engine as soon as it exists."""
     spec = payload.spec
     if os.environ.get("FLODL_CLUSTER_TOKEN"):  # started by fdl @cluster: prove the run's token
-        from ._admission import admit_rank
-
         admit_rank(ctx, spec.timeout_s)
     if ctx.device.type == "cuda":
         torch.cuda.set_device(ctx.device)
@@ -123,7 +123,30 @@ def train_rank(
                 send(Epoch(ctx.rank, metrics=engine.metrics[-1]))
         return engine, engine.gather_timeline()
     finally:
-        engine.sink.uninstall()
+        engine.close()
+
+
+def check_picklable(name: str, obj: Any) -> None:
+    """Spawned ranks receive the factories by pickling: refuse lambdas and local functions."""
+    if obj is None:
+        return
+    try:
+        pickle.dumps(obj)
+    except Exception as e:
+        what = getattr(obj, "__qualname__", type(obj).__name__)
+        raise ConfigError(
+            f"{name} {what!r} cannot be sent to the rank processes ({type(e).__name__}: {e}); "
+            "pass a function defined at the top level of an importable module (not a lambda, "
+            "not a function defined inside another function), or a picklable object"
+        ) from None
+
+
+def spawn_picklable(payload: RankPayload) -> None:
+    """What spawned ranks receive must pickle (module-level functions and plain objects)."""
+    for name in ("model_factory", "optim_factory", "train_step"):
+        check_picklable(name, getattr(payload, name))
+    for name in ("scheduler", "eval_fn", "guard", "outer_optimizer"):
+        check_picklable(name, getattr(payload.spec, name))
 
 
 def set_threads(
