@@ -490,3 +490,54 @@ def test_report_errors() -> None:
     with pytest.raises(ConfigError, match="sync_ms"):
         e.report_timing([1.0, 1.0], [1, 1], float("inf"))
     assert e.calibrations == 0
+
+
+def test_the_overhead_target_follows_what_the_slow_ranks_add() -> None:
+    """A rank 8x slower adds 1/8 of the fast one's throughput: the rounds may cost at most half
+    of that, 0.0625, below the default target 0.10."""
+    e = ElChe(2)
+    reach_stable(e, [10.0, 80.0], 64.0)  # counts [80, 10]: walls 800, 800; 64/800 = 0.08
+    assert e.gain() == pytest.approx(0.125) and e.anchor == 10
+    feed(e, [10.0, 80.0], 64.0)  # Stable: 0.08 > 0.0625 → ceil(10 · 0.08 / 0.0625) = 13
+    assert e.anchor == 13
+    e2 = ElChe(2)
+    reach_stable(e2, [10.0, 20.0], 16.0)  # a 2x slower rank adds 0.5: the target stays 0.10
+    feed(e2, [10.0, 20.0], 16.0)  # 16/200 = 0.08 < 0.10: no growth
+    assert e2.anchor == 10
+
+
+def test_a_rank_that_costs_more_than_it_adds_is_benched_then_measured_again() -> None:
+    e = ElChe(2, max_anchor=10)  # windows cannot grow: the cost stays
+    reach_stable(e, [10.0, 80.0], 160.0)  # 160/800 = 0.2 of overhead
+    assert e.benched == []  # not acted on before Stable
+    feed(e, [10.0, 80.0], 160.0)  # gain 0.125 <= 0.2 → bench the slowest, rank 1
+    assert e.benched == [1] and e.last_bench == (1, pytest.approx(0.125), pytest.approx(0.2))
+    assert e.anchor_rank == 0 and e.counts == [10, 0]
+    assert e.throughput_shares() == [1.0, 0.0] and not e.outpaces_slow_cohort(0)
+    for _ in range(6):  # a benched rank runs nothing, and that is no miss
+        e.report_timing([100.0, 0.0], [10, 0], 1.0)
+    assert e.ms_per_batch[1] == pytest.approx(80.0) and e.benched == [1]
+    assert e.reprobe() == [1]  # an epoch starts: it trains again
+    assert e.benched == [] and e.counts[1] > 0
+    feed(e, [10.0, 80.0], 2.0)  # cheap rounds now: 2/800 → it stays in
+    assert e.benched == []
+    # a window cut short by the epoch's end benches nobody, whatever its overhead says
+    e3 = ElChe(2, max_anchor=10)
+    reach_stable(e3, [10.0, 80.0], 160.0)
+    feed(e3, [10.0, 80.0], 160.0, cut=True)
+    assert e3.benched == []
+
+
+def test_members_rebalance_the_survivors_and_measure_a_rejoining_rank_afresh() -> None:
+    e = ElChe(3)
+    reach_stable(e, [10.0, 10.0, 20.0], 0.0)
+    assert e.counts == [20, 20, 10] and e.anchor_rank == 2
+    e.set_members([0, 1])  # the anchor rank died
+    assert e.counts == [10, 10, 0] and e.anchor_rank in (0, 1) and e.members == [0, 1]
+    feed(e, [10.0, 10.0, 0.0])  # no miss for a rank that is not a member
+    e.set_members([0, 1, 2])  # it comes back: cold count, empty trust window
+    assert e.ms_per_batch[2] is None and e.counts[2] == e.anchor
+    feed(e, [10.0, 10.0, 20.0])  # its first reading: the counts follow at once
+    assert e.counts == [20, 20, 10] and e.anchor_rank == 2
+    with pytest.raises(ConfigError, match="members"):
+        e.set_members([0, 5])

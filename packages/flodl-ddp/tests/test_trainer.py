@@ -329,10 +329,10 @@ def test_overshoot_grows_and_resets() -> None:
     ("async_", "calibrated", "fixed", "expect"),
     [
         (False, True, None, (False, 12)),  # calibrated cadence: run the count, then meet
-        (False, False, None, (True, 12)),  # cadence probe: keep going, up to one more count
+        (False, False, None, (True, 32 * 12)),  # cadence probe: keep going while others probe
         (True, True, None, (True, 2)),  # async: the automatic overshoot
-        (True, False, None, (True, 12)),  # async probe: the overshoot covers a whole count
-        (True, False, 1, (True, 1)),  # ... unless the user fixed it
+        (True, False, None, (True, 32 * 12)),  # async probe: likewise
+        (True, False, 1, (True, 1)),  # ... unless the user fixed the overshoot
     ],
 )
 def test_when_a_rank_waits_for_the_others(
@@ -385,6 +385,6 @@ def test_a_slowed_rank_pays_what_it_owes_before_it_claims_pool_work() -> None:
 
     engine = SimpleNamespace(slowdown=slow, comm=SimpleNamespace(counter=counter), _compute_s=0.0)
     engine._settle_slowdown = MethodType(RankEngine._settle_slowdown, engine)
-    assert RankEngine._claim(engine, "pool1") == 3  # type: ignore[arg-type]
+    assert RankEngine._claim(engine, "pool1", 1) == 3  # type: ignore[arg-type]
     assert seen == [0.0]  # nothing owed any more when the store saw the claim
     assert engine._compute_s >= 0.005

@@ -38,6 +38,15 @@ The rules (floDl's "ddp-scale" ElChe):
   empty trust window and the cold count ``anchor``, and its first reading is provisional, as a
   new rank's. Calibrations, the anchor election and the counts cover the members only, so the
   survivors re-balance as soon as a rank leaves.
+- **Never slower** (Stable and later). A rank adds what it trains, ``gain = Σ_others 1/ms_r ÷
+  (1/ms_fastest)`` of the fastest rank's throughput, and costs every window its boundary (the
+  averaging and the waits: ``overhead``). So the overhead auto-tune aims at
+  ``min(overhead_target, gain / 2)``: windows grow until the rounds cost at most half of what
+  the slower ranks add. When even then ``overhead >= gain`` (the anchor is at ``max_anchor``, or
+  a guard holds its growth), the slowest rank is *benched*: it runs 0 batches, takes no pool
+  work and no part in the counts or the election; it still joins the rounds, weight 0, so its
+  replica follows. Benched ranks are measured again in the first window of every epoch
+  (:meth:`ElChe.reprobe`) and stay in while they pay for themselves.
 - **Cold start.** Before the first calibration every rank runs ``anchor`` batches, unless
   ``speed_hint=(slow_rank, ratio)`` seeds ``slow_rank`` with ``anchor`` and the others with
   ``round(anchor · ratio)``. The anchor rank is the hinted one, else the one with the smallest
@@ -167,6 +176,9 @@ class ElChe:
         self._anchor = anchor
         self._anchor_rank: int | None = None
         self._members = list(range(world_size))
+        self._benched: list[int] = []
+        self.last_bench: tuple[int, float, float] | None = None
+        """``(rank, gain, overhead)`` of the last benching (see :attr:`benched`)."""
         if partition_ratios is not None:
             ratios = list(partition_ratios)
             if len(ratios) != world_size:
@@ -257,9 +269,9 @@ class ElChe:
         """Whether ``rank``'s batches are calibrated as shorter than the slow cohort's (its
         smoothed ms per batch below ``(1 - COHORT_BAND)`` times the slowest). ``False`` before
         calibration, when nothing is known."""
-        if not self.calibrated or any(self._smoothed[r] is None for r in self._members):
+        if not self.calibrated or any(self._smoothed[r] is None for r in self._active()):
             return False
-        return rank in self._members and rank not in _slow_cohort(self._member_speeds())
+        return rank in self._active() and rank not in _slow_cohort(self._member_speeds())
 
     @property
     def overhead(self) -> float | None:
@@ -277,12 +289,13 @@ class ElChe:
         """Each rank's share of the throughput, ``(1/ms_r) / Σ 1/ms`` once calibrated; before,
         the normalised ``partition_ratios`` or equal shares. Sums to 1."""
         speeds = self._member_speeds()
-        if self.calibrated and all(speeds[r] is not None for r in self._members):
+        active = self._active()
+        if self.calibrated and all(speeds[r] is not None for r in active):
             inv = [1.0 / s if s else 0.0 for s in speeds]
         elif self._ratios is not None:
-            inv = [x if r in self._members else 0.0 for r, x in enumerate(self._ratios)]
+            inv = [x if r in active else 0.0 for r, x in enumerate(self._ratios)]
         else:
-            inv = [1.0 if r in self._members else 0.0 for r in range(self.world_size)]
+            inv = [1.0 if r in active else 0.0 for r in range(self.world_size)]
         total = sum(inv)
         return [x / total for x in inv]
 
@@ -330,6 +343,7 @@ class ElChe:
         sync_ms: float,
         *,
         allow_growth: bool = True,
+        cut: bool = False,
     ) -> None:
         """Feed one window's measurements (identical on every rank).
 
@@ -338,6 +352,8 @@ class ElChe:
                 averaging).
             batches: per rank, the batches actually run in the window.
             sync_ms: what the averaging cost, in milliseconds.
+            cut: the window was cut short by the epoch's end: its overhead is a short
+                window's, so it neither grows the anchor nor benches a rank.
             allow_growth: ``False`` when a convergence guard asked to hold the anchor (its
                 ``SuppressGrowth``): the auto-tune may then shrink the anchor but not grow it.
         """
@@ -349,14 +365,16 @@ class ElChe:
         for r in self._members:
             if done[r] > 0 and walls[r] > 0:
                 self._read(r, walls[r] / done[r])
+            elif r in self._benched:  # not expected to run: no miss
+                continue
             else:
                 self._misses[r] += 1
                 if self._misses[r] >= MAX_MISSES:
                     self._windows[r].clear()
                     self._provisional[r] = False
                     self._misses[r] = 0
-        if all(self._windows[r] for r in self._members):
-            self._calibrate(walls, sync, allow_growth)
+        if all(self._windows[r] for r in self._active()):
+            self._calibrate(walls, sync, allow_growth and not cut, cut)
         self._history.append(list(self._counts))
 
     def _read(self, rank: int, ms: float) -> None:
@@ -371,11 +389,12 @@ class ElChe:
         window.append(ms)
         self._misses[rank] = 0
 
-    def _calibrate(self, walls: list[float], sync_ms: float, allow_growth: bool) -> None:
+    def _calibrate(self, walls: list[float], sync_ms: float, allow_growth: bool,
+                   cut: bool = False) -> None:  # fmt: skip
         self._calibrations += 1
         self._smoothed = [sum(w) / len(w) if w else None for w in self._windows]
         smoothed = self._member_speeds()
-        settling = not self._settled and not any(self._provisional[r] for r in self._members)
+        settling = not self._settled and not any(self._provisional[r] for r in self._active())
         if settling:
             self._settled = True
         # The first calibration always holds a provisional reading (the last rank to report
@@ -390,11 +409,54 @@ class ElChe:
             # Early windows are dominated by warm-up costs: tune only once the speeds settled.
             if self.phase >= Phase.STABLE:
                 self._auto_tune(self._overhead, allow_growth)
+                if not cut:
+                    self._bench_if_costly(allow_growth)
         self._update_counts(first=self._calibrations == 1 or settling)
 
+    def _active(self) -> list[int]:
+        """The members that train (not benched)."""
+        return [r for r in self._members if r not in self._benched]
+
     def _member_speeds(self) -> list[float | None]:
-        """The smoothed speeds of the members (``None`` for the other ranks)."""
-        return [s if r in self._members else None for r, s in enumerate(self._smoothed)]
+        """The smoothed speeds of the training members (``None`` for the other ranks)."""
+        active = self._active()
+        return [s if r in active else None for r, s in enumerate(self._smoothed)]
+
+    @property
+    def benched(self) -> list[int]:
+        """Ranks that cost more than they add and train nothing (module doc: Never slower)."""
+        return list(self._benched)
+
+    def gain(self) -> float:
+        """What the training ranks other than the fastest add to its throughput, as a fraction
+        of it (``1 / F`` for a pair whose second rank is ``F`` times slower); 0 before any
+        measurement."""
+        speeds = [1.0 / ms for ms in self._member_speeds() if ms]
+        return (sum(speeds) - max(speeds)) / max(speeds) if speeds else 0.0
+
+    def _bench_if_costly(self, allow_growth: bool) -> None:
+        """Bench the slowest training rank when the rounds cost more than the others add and
+        longer windows cannot help any more (module doc)."""
+        active = self._active()
+        capped = self._anchor >= self.max_anchor or not allow_growth
+        if len(active) < 2 or self._overhead is None or not capped:
+            return
+        gain = self.gain()
+        if gain <= self._overhead:
+            slowest = max(active, key=lambda r: (self._smoothed[r] or 0.0, r))
+            self._benched.append(slowest)
+            self.last_bench = (slowest, gain, self._overhead)
+            if self._anchor_rank == slowest:
+                self._anchor_rank = self._elect(self._member_speeds())
+                self._slow_ms = float(self._smoothed[self._anchor_rank] or self._slow_ms)
+
+    def reprobe(self) -> list[int]:
+        """Let the benched ranks train again (each epoch's first window measures them anew);
+        returns them."""
+        back, self._benched = self._benched, []
+        if back:
+            self._update_counts(first=True)
+        return back
 
     def _elect(self, smoothed: list[float | None]) -> int:
         cohort = _slow_cohort(smoothed)
@@ -407,7 +469,7 @@ class ElChe:
         return cohort[0]
 
     def _auto_tune(self, overhead: float, allow_growth: bool) -> None:
-        target = self.overhead_target
+        target = min(self.overhead_target, max(self.gain() / 2, OVERHEAD_TARGET_RANGE[0]))
         if overhead > target:
             if allow_growth:
                 grown = math.ceil(self._anchor * overhead / target)
@@ -421,7 +483,7 @@ class ElChe:
             return self._cold_counts()
         out = []
         for r, ms in enumerate(self._member_speeds()):
-            if r not in self._members:
+            if r not in self._active():
                 out.append(0)
             elif r == self.anchor_rank or ms is None:  # a (re)joined rank before its reading
                 out.append(self._anchor)
@@ -434,7 +496,7 @@ class ElChe:
         if self._hint_ratio is not None:
             fast = max(1, _round_half_up(self._anchor * self._hint_ratio))
         return [
-            (self._anchor if r == self.anchor_rank else fast) if r in self._members else 0
+            (self._anchor if r == self.anchor_rank else fast) if r in self._active() else 0
             for r in range(self.world_size)
         ]
 
@@ -444,12 +506,12 @@ class ElChe:
         guesses), each by at most ``max_batch_diff``."""
         if self.max_batch_diff == 0:  # lockstep: everyone runs the anchor's count
             self._counts = [
-                self._anchor if r in self._members else 0 for r in range(self.world_size)
+                self._anchor if r in self._active() else 0 for r in range(self.world_size)
             ]
             return
         new = []
         for r, (t, c) in enumerate(zip(self._targets(), self._counts, strict=True)):
-            if r == self.anchor_rank or r not in self._members or c == 0:
+            if r == self.anchor_rank or r not in self._active() or c == 0:
                 new.append(t)  # the anchor rank always runs exactly `anchor`; joiners start fresh
                 continue
             if not first and abs(t - c) <= DEAD_ZONE * c:
@@ -474,6 +536,7 @@ class ElChe:
             self._misses[r] = 0
             self._smoothed[r] = None
         self._members = new
+        self._benched = [r for r in self._benched if r in new]
         if self._anchor_rank not in new:
             speeds = self._member_speeds()
             known = any(s is not None for s in speeds)
@@ -531,6 +594,7 @@ class ElChe:
             "counts": list(self._counts),
             "history": [list(h) for h in self._history],
             "members": list(self._members),
+            "benched": list(self._benched),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -564,6 +628,7 @@ class ElChe:
             self._counts = [int(c) for c in state["counts"]]
             self._history = deque((list(h) for h in state["history"]), maxlen=SHARE_HISTORY)
             self._members = [int(r) for r in state.get("members", range(self.world_size))]
+            self._benched = [int(r) for r in state.get("benched", [])]
         except KeyError as e:
             raise CheckpointError(f"ElChe state is missing the key {e.args[0]!r}") from None
 

@@ -1,10 +1,13 @@
 """When a cadence or async rank that has run its window's count stops and goes to the round.
 
 - Whether a rank waits at all (:func:`waiting`): async ranks do, up to the overshoot; cadence
-  ranks do in their probe windows, before ElChe has measured anything (the cold counts are
-  equal, and a fast rank would otherwise idle through the slow one's probe: up to one more cold
-  count). So does async's automatic overshoot there (2-5 batches): a fast rank idled 330 ms of
-  a 3.3 s epoch 0 with it. Without shared counters (elastic runs) nobody waits.
+  ranks do in their probe windows, before ElChe has measured anything: the cold counts are
+  equal, and a fast rank keeps training until the slowest has run its probe count, up to
+  :data:`PROBE_REACH` times its own count (the speed ratio of the rig it can absorb; one more
+  count was the bound once, and next to a rank 8x slower the fast one then idled through three
+  quarters of the probe). Async's automatic overshoot does the same in the probe windows (its
+  2-5 batches left a fast rank idle 330 ms of a 3.3 s epoch 0). Without shared counters
+  (elastic runs) nobody waits.
 - The async overshoot (:class:`Overshoot`): the automatic ``max_overshoot`` starts at
   ``min(5, max(2, batches_per_epoch // 100))``, grows by one after each averaging the
   convergence guard calls stable, up to the anchor (a rank never overshoots by more than a
@@ -33,6 +36,9 @@ from typing import Any
 
 from ._comm import Comm
 
+PROBE_REACH = 32
+"""In a probe window a rank that ran its count keeps training for at most this many counts
+more while the slowest rank finishes its probe (a rig up to 32x lopsided keeps no rank idle)."""
 TAIL_FRACTION = 0.25
 """An epoch's last batches are run in the window before when they are at most this share of a
 window's batches (the sum of the ranks' counts), instead of in a window of their own."""
@@ -135,12 +141,11 @@ class WindowGate:
 def waiting(async_: bool, calibrated: bool, overshoot: Overshoot, mine: int) -> tuple[bool, int]:
     """Whether a rank that ran its ``mine`` batches keeps training until every rank is ready,
     and for how many extra batches at most (module doc)."""
+    if not calibrated and (not async_ or overshoot.fixed is None):
+        return True, PROBE_REACH * mine
     if not async_:
-        return not calibrated, mine
-    limit = overshoot.current
-    if not calibrated and overshoot.fixed is None:
-        limit = max(limit, mine)
-    return True, limit
+        return False, mine
+    return True, overshoot.current
 
 
 def auto_overshoot(batches_per_epoch: int) -> int:

@@ -58,7 +58,7 @@ from ._timeline import Timeline
 from ._utilization import UtilizationSampler
 from ._warmup import warm_up
 from ._watchdog import WAITING, Beacon
-from ._worklist import EpochWork, RankWork, WindowWork
+from ._worklist import EpochWork, RankWork, WindowWork, claim_size
 
 
 @dataclass
@@ -269,14 +269,22 @@ class RankEngine:
         return RankWork(
             plan,
             self.rank,
-            claim=lambda: self._claim(key),
+            claim=lambda k: self._claim(key, k),
             peek=lambda: self.comm.counter(key, 0),
+            size=lambda left: claim_size(left, self.world, self._speeds(), self.rank),
             open_block=self._open(epoch),
         )
 
-    def _claim(self, key: str) -> int:
+    def _speeds(self) -> list[float] | None:
+        """Every rank's batches per second as ElChe measured them (``None`` before that)."""
+        ms, benched = self.elche.ms_per_batch, self.elche.benched
+        if not self.elche.calibrated or any(m is None or m <= 0 for m in ms):
+            return None
+        return [0.0 if r in benched else 1000.0 / m for r, m in enumerate(ms)]  # type: ignore[operator]
+
+    def _claim(self, key: str, k: int) -> int:
         self._settle_slowdown()  # claims in the order the ranks' clocks say
-        return self.comm.counter(key, 1) - 1
+        return self.comm.counter(key, k) - k
 
     def _settle_slowdown(self) -> None:
         """Pay the slowdown's debt before this rank does something the others can see (see
@@ -384,6 +392,8 @@ class RankEngine:
         if self.cursor == 0:
             self.tally.reset()
             self.ledger.mark(epoch_start=epoch)
+            if not self.spec.sync and self.elche.reprobe():
+                self.ledger.event("reprobe", ranks=len(self.elche.counts))
         if self.spec.sync:
             yield from self._sync_epoch(epoch, t_epoch)
             return

@@ -28,6 +28,7 @@ verdict. Ranks that are not members of the window (elastic runs) send nothing.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ from ._errors import DdpError, PeerError
 from ._gate import Overshoot, gate_keys
 from ._guards import ActionKind, ConvergenceAction, DivergenceReport
 from ._ledger import EpochTally, RankLedger, now
+
+logger = logging.getLogger("flodl.ddp")
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class AveragingRound:
         self.overshoot = overshoot
         self.tally = tally
         self.ledger = ledger
+        self._told: set[int] = set()  # ranks whose benching was logged
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -185,6 +189,21 @@ class AveragingRound:
         self.tally.sync_ms.append(max(g["sync_ms"] for g in got if g is not None))
         self.feed(arrival.actual, got, members, report.throttled, arrival.cut, lr)
 
+    def _benched(self, r: int) -> None:
+        """ElChe benched rank ``r`` (it costs more than it adds): said once in the log, and in
+        the timeline each time."""
+        _, gain, overhead = self.elche.last_bench or (r, 0.0, 0.0)
+        if self.rank == min(self.elche.members):
+            self.ledger.event("benched", rank=r, gain=gain, overhead=overhead)
+            if r not in self._told:
+                self._told.add(r)
+                logger.warning(
+                    "ddp: rank %d adds less than its averaging rounds and waits cost the others "
+                    "(the other ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it "
+                    "trains no batches for now and is measured again at each epoch's start",
+                    r, 100 * gain, 100 * overhead,
+                )  # fmt: skip
+
     def feed(
         self,
         actual: list[int],
@@ -199,7 +218,7 @@ class AveragingRound:
         here = [g for g in got if g is not None]
         divs = [g["div"] for g in here]
         elche = self.elche
-        before = elche.anchor
+        before, benched = elche.anchor, elche.benched
         action = self.guard.report(DivergenceReport(per_rank=divs), max(actual), max(actual))
         if not isinstance(action, ConvergenceAction):
             raise DdpError(
@@ -212,13 +231,15 @@ class AveragingRound:
             elche.relax_anchor_up()
         walls = [g["ms"] if g is not None else 0.0 for g in got]
         boundary = max(g["boundary_ms"] for g in here)
-        elche.report_timing(walls, actual, boundary, allow_growth=action.allows_growth and not cut)
+        elche.report_timing(walls, actual, boundary, allow_growth=action.allows_growth, cut=cut)
         if self.meta is not None:
             factor = self.meta.observe(lr, elche.anchor, action, elche.phase)
             if factor is not None:
                 elche.nudge_anchor_down(factor)
         stable = action.kind is ActionKind.STABLE
         self.overshoot.after_round(stable, elche.anchor)
+        for r in set(elche.benched) - set(benched):
+            self._benched(r)
         led = self.ledger
         if self.rank == min(members):
             led.event("sync", sync_ms=max(g["sync_ms"] for g in here), d_max=max(divs))

@@ -1,27 +1,35 @@
-"""Which batches each rank runs in a cadence or async epoch: own slices plus a shared pool.
+"""Which batches each rank runs in an epoch: own slices plus a shared pool (static worlds), or
+the next batches after a committed cursor (elastic windows).
 
 A static split by measured throughput leaves the faster ranks idle at the end of every epoch
 whenever the estimate is a few percent off, and before ElChe has measured anything (epoch 0) the
-split is a guess. So an epoch's batches are cut in two:
+split is a guess. So a static epoch's batches are cut in two (:class:`EpochWork`):
 
 - **own slices**: the first ``1 - POOL_FRACTION`` (75 %) of the epoch order, consecutive per-rank
   slices sized by the ranks' throughput shares (identical on every rank, no communication);
-- **the pool**: the rest, cut into *guided* blocks (each ``ceil(left / (2 · world))`` batches,
-  so they shrink toward one batch), handed out in order to whichever rank asks first through
-  an atomic counter in the store. A rank that finishes its own slice takes pool blocks until
-  none are left; the ranks then finish the epoch within about one batch of each other.
+- **the pool**: the rest, claimed a block at a time through an atomic counter of batches: a
+  rank adds the size of its block and gets the batches before the new count.
 
-Before the ranks' speeds are known the whole epoch is pool, cut four times finer
-(``ceil(left / (8 · world))``): guided blocks are sized for ranks of equal speed, and a rank k
-times slower holding one keeps the others waiting up to (k - 1) blocks' time at the epoch's end
-(measured on a 62-batch LeNet epoch with one rank 2x slower: the fast rank idled 156 ms of
-600). Every claimed block is run to the end
-(claims happen only when a batch is about to be run), so within an epoch every batch of the plan
-is run exactly once: nothing is skipped, nothing is seen twice.
+How many batches a rank claims (:func:`claim_size`), with ``left`` unclaimed and its share
+``s = mine / (mine + others)`` of the throughput (batches per second, ElChe's measurements):
 
-Batch ``i`` covers positions ``i · batch_size .. (i + 1) · batch_size - 1`` of the epoch order
-(the order :class:`flodl_core.DataLoader` draws from the run's seed), so a block of batches is a
-``shard_range`` of the loader.
+- **guided**: ``ceil(left · s / POOL_SPREAD)``, so blocks shrink as the pool empties and a
+  slow rank's blocks are as short in time as a fast rank's;
+- **only if it helps**: at most ``floor(left · mine / others)`` batches: a block it would still be
+  running when the others could have finished the whole pool is not claimed, and a rank for
+  which that bound is 0 stops (the epoch's last batches go to the faster ranks). Without this,
+  a rank 8x slower claiming a 7-batch block at the epoch's end kept its peer idle for a third
+  of every epoch's wall time (``benchmarks/ddp_hetero.py``'s MLP);
+- before the speeds are known (epoch 0's probe window): one batch at a time, so a rank of any
+  speed holds at most one batch the others could have run (blocks of ``ceil(left / 16)`` were
+  the rule once: next to a rank 16x slower the fast one idled a second of a 2.7 s epoch 0
+  waiting for the slow rank's first block). It costs a counter add per batch until the first
+  averaging round calibrates ElChe.
+
+Every claimed block is run to the end (claims happen only when a batch is about to be run), so
+within an epoch every batch of the plan is run exactly once. Batch ``i`` covers positions
+``i · batch_size .. (i + 1) · batch_size - 1`` of the epoch order (the order
+:class:`flodl_core.DataLoader` draws from the run's seed), so a block is a ``shard_range``.
 """
 
 from __future__ import annotations
@@ -37,67 +45,47 @@ POOL_FRACTION = 0.25
 """Share of a calibrated epoch's batches handed out on demand instead of split up front: it
 absorbs a throughput estimate that is off by up to about this much (ranks sharing cores, thermal
 throttling, data-dependent step times), for a few dozen store round trips per epoch."""
-
-
 POOL_SPREAD = 2
-"""Divisor of the guided block size, per rank, once the ranks' speeds are known."""
-COLD_POOL_SPREAD = 8
-"""The same while they are not: finer, so a slow rank cannot hold a block sized for a peer."""
+"""Divisor of a rank's guided block once the ranks' speeds are known."""
 
 
-def guided_blocks(start: int, stop: int, world_size: int, spread: int = POOL_SPREAD) -> list[range]:
-    """Batches ``start..stop-1`` cut into blocks of ``ceil(left / (spread · world_size))``.
-
-    Example: ``guided_blocks(0, 20, 2)`` → sizes ``5, 4, 3, 2, 2, 1, 1, 1, 1``.
-    """
-    out: list[range] = []
-    at = start
-    while at < stop:
-        size = max(1, math.ceil((stop - at) / (spread * world_size)))
-        out.append(range(at, at + size))
-        at += size
-    return out
+def claim_size(left: int, world: int, speeds: Sequence[float] | None, rank: int) -> int:
+    """How many of the pool's ``left`` batches rank ``rank`` claims next (module doc); 0: it
+    claims no more. ``speeds``: every rank's batches per second, ``None`` while unknown."""
+    if left <= 0:
+        return 0
+    if speeds is None:
+        return 1
+    mine = speeds[rank]
+    others = sum(speeds) - mine
+    if others <= 0:
+        return max(1, math.ceil(left / POOL_SPREAD))
+    guided = max(1, math.ceil(left * mine / (mine + others) / POOL_SPREAD))
+    return min(guided, math.floor(left * mine / others))
 
 
 @dataclass(frozen=True)
 class EpochWork:
     """One epoch's batches: ``own[r]`` is rank ``r``'s slice of batch indices, ``pool`` the
-    blocks claimed on demand, in claim order. Together they cover ``range(total)`` once."""
+    batches claimed on demand. Together they cover ``range(total)`` once."""
 
     total: int
     own: tuple[range, ...]
-    pool: tuple[range, ...]
+    pool: range
 
     @classmethod
-    def plan(
-        cls,
-        total: int,
-        shares: Sequence[float] | None,
-        world_size: int,
-        pool_fraction: float = POOL_FRACTION,
-    ) -> EpochWork:
-        """Plan ``total`` batches over ``world_size`` ranks.
-
-        Args:
-            total: batches in the epoch (>= 0).
-            shares: per-rank throughput shares (any positive scale); ``None`` while the speeds
-                are unknown, which makes the whole epoch pool.
-            world_size: number of ranks.
-            pool_fraction: share of the epoch left to the pool when ``shares`` are known.
-        """
-        if shares is None or total < world_size:
-            own_total = 0
-        else:
+    def plan(cls, total: int, shares: Sequence[float] | None, world_size: int,
+             pool_fraction: float = POOL_FRACTION) -> EpochWork:  # fmt: skip
+        """Plan ``total`` batches over ``world_size`` ranks; ``shares``: per-rank throughput
+        shares (any positive scale), ``None`` while the speeds are unknown, which makes the
+        whole epoch pool."""
+        own_total = 0
+        if shares is not None and total >= world_size:
             own_total = total - math.ceil(total * pool_fraction)
         sizes = split_sizes(own_total, shares) if own_total > 0 else [0] * world_size
-        own: list[range] = []
-        at = 0
-        for size in sizes:
-            own.append(range(at, at + size))
-            at += size
-        spread = COLD_POOL_SPREAD if shares is None else POOL_SPREAD
-        pool = guided_blocks(own_total, total, world_size, spread)
-        return cls(total, tuple(own), tuple(pool))
+        starts = [sum(sizes[:r]) for r in range(world_size)]
+        own = tuple(range(s, s + n) for s, n in zip(starts, sizes, strict=True))
+        return cls(total, own, range(own_total, total))
 
 
 class RankWork:
@@ -106,25 +94,20 @@ class RankWork:
     Args:
         work: the epoch's plan (identical on every rank).
         rank: this rank.
-        claim: ``claim()`` returns the next unclaimed pool index (shared by every rank: the
-            store's atomic counter minus one); ``peek()`` returns how many were claimed so far.
-        peek: see ``claim``.
+        claim: ``claim(k)`` adds ``k`` to the pool's shared counter of claimed batches and
+            returns the count before (the store's atomic add minus ``k``).
+        peek: how many pool batches were claimed so far.
+        size: ``size(left)``: how many batches to claim with ``left`` unclaimed
+            (:func:`claim_size`).
         open_block: ``open_block(batches)`` → an iterator over the batches of ``range`` of
             batch indices (e.g. a loader's ``shard_range(...).epoch(e)``).
     """
 
-    def __init__(
-        self,
-        work: EpochWork,
-        rank: int,
-        claim: Callable[[], int],
-        peek: Callable[[], int],
-        open_block: Callable[[range], Iterator[Any]],
-    ) -> None:
+    def __init__(self, work: EpochWork, rank: int, claim: Callable[[int], int],
+                 peek: Callable[[], int], size: Callable[[int], int],
+                 open_block: Callable[[range], Iterator[Any]]) -> None:  # fmt: skip
         self.work = work
-        self._claim = claim
-        self._peek = peek
-        self._open = open_block
+        self._claim, self._peek, self._size, self._open = claim, peek, size, open_block
         self._block: range = work.own[rank]
         self._it: Iterator[Any] | None = None
         self._left = len(self._block)
@@ -142,48 +125,45 @@ class RankWork:
         return next(self._it)
 
     def _next_block(self) -> bool:
-        self._close()
-        if self.done:
-            return False
-        i = self._claim()
-        if i >= len(self.work.pool):
+        self.close()
+        pool = self.work.pool
+        k = 0 if self.done else self._size(len(pool) - self._peek())
+        if k <= 0:
             self.done = True
             return False
-        self._block = self.work.pool[i]
+        start = self._claim(k)
+        if start >= len(pool):
+            self.done = True
+            return False
+        self._block = pool[start : start + k]  # a range clips at the pool's end
         self.claimed.append(self._block)
         self._left = len(self._block)
         return True
 
     def has_more(self) -> bool:
         """Whether :meth:`next` may still return a batch (false negatives never happen; a
-        ``True`` can turn out empty when another rank claims the last block first)."""
-        if self.in_hand():
-            return True
-        return not self.done and not self.drained()
+        ``True`` can turn out empty when another rank claims the last batches first)."""
+        return self.in_hand() or (not self.done and not self.drained())
 
     def left(self) -> int:
         """Batches of the epoch not run yet that this rank may still get: those in hand and the
         pool's unclaimed ones (one counter read)."""
-        at = self._peek()
-        return self._left + sum(len(b) for b in self.work.pool[at:])
+        return self._left + max(0, len(self.work.pool) - self._peek())
 
     def in_hand(self) -> bool:
         """Whether this rank holds batches not yet run (its own slice, or a claimed block)."""
         return self._left > 0
 
     def drained(self) -> bool:
-        """Whether every pool block has been claimed (by any rank); one counter read."""
+        """Whether every pool batch has been claimed (by any rank); one counter read."""
         return self._peek() >= len(self.work.pool)
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Stop the block in progress (a streamed epoch's prefetch)."""
         close = getattr(self._it, "close", None)
         if close is not None:
             close()
         self._it = None
-
-    def close(self) -> None:
-        """Stop the block in progress (a streamed epoch's prefetch)."""
-        self._close()
 
 
 class WindowWork:
