@@ -388,3 +388,115 @@ def test_a_slowed_rank_pays_what_it_owes_before_it_claims_pool_work() -> None:
     assert RankEngine._claim(engine, "pool1", 1) == 3  # type: ignore[arg-type]
     assert seen == [0.0]  # nothing owed any more when the store saw the claim
     assert engine._compute_s >= 0.005
+
+
+# ---- the learning rate, the floDl names, reports -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "world", "scale"),
+    [("cpu-sync", 2, 2.0), ("cpu-cadence", 2, 1.0), ("cpu-async", 4, 1.0), ("cpu-sync", 4, 4.0)],
+)
+def test_the_default_lr_scale_follows_the_policy(mode: str, world: int, scale: float) -> None:
+    """Sync steps on the pooled batch of every rank (linear scaling); cadence and async average
+    replicas that each step on their own batch, at the lr one device would use."""
+    spec = check_config(_builder().mode(mode).build_config())
+    assert spec.lr_scale(world) == scale
+    assert check_config(_builder().mode(mode).lr_scale_ratio(0.5).build_config()).lr_scale(3) == 2.0
+
+
+def test_the_start_up_line_prints_the_lr_the_ranks_train_with() -> None:
+    from flodl_ddp._launch import start_lr, summary_line
+    from flodl_ddp._modes import parse_mode
+
+    assert start_lr(fx.make_adam, 1.0) == "lr 0.01"
+    assert start_lr(fx.make_adam, 2.0) == "lr 0.02 (x2: linear scaling)"
+    line = summary_line(["cpu", "cpu"], parse_mode("cpu-async"), lr="lr 0.01")
+    assert line.endswith("| cpu-async | lr 0.01"), line
+
+
+def test_one_device_with_too_few_samples_is_worded_for_one_device() -> None:
+    with pytest.raises(ConfigError) as info:
+        _builder(n=10).run()
+    msg = str(info.value)
+    assert "10 samples, fewer than batch_size 16" in msg and "ranks" not in msg, msg
+    assert "fewer devices" not in msg
+
+
+def test_elche_config_sets_the_mode_and_the_knobs_it_names() -> None:
+    from flodl_ddp import ElCheConfig
+
+    cfg = ElCheConfig.cpu_async().easgd_alpha(0.6).anchor(20).max_batch_diff(40)
+    b = _builder().max_anchor(500).elche(cfg).build_config()
+    assert (b.mode, b.easgd_alpha, b.anchor, b.max_batch_diff, b.max_anchor) == (
+        "cpu-async", 0.6, 20, 40, 500,
+    )  # fmt: skip
+    assert ElCheConfig.default().options() == {"mode": "nccl-cadence"}
+    assert ElCheConfig.cpu_cadence().relax_up().options()["elche_relax_up"] is True
+    with pytest.raises(ConfigError, match="easgd_alpha"):
+        ElCheConfig.cpu_async().easgd_alpha(2.0)
+    with pytest.raises(ConfigError, match="elche needs an ElCheConfig"):
+        _builder().elche({"mode": "cpu-async"})
+
+
+def test_reports_within_epochs_record_log_and_dashboard(tmp_path: Path) -> None:
+    handle = (
+        _builder(n=512, epochs=2)
+        .mode("cpu-cadence")
+        .anchor(2)
+        .reports_per_epoch(4)
+        .record_log(str(tmp_path / "records"))
+        .save_dashboard(str(tmp_path / "dash.html"))
+        .run()
+    )
+    handle.join(timeout=60)
+    reports = handle.reports
+    assert [r.epoch for r in reports] == [0, 0, 0, 1, 1, 1]  # 3 between each pair of epochs
+    assert all(0 < r.fraction < 1 and math.isfinite(r.loss) for r in reports)
+    assert [r.samples for r in reports[:3]] == sorted(r.samples for r in reports[:3])
+    assert reports[0].step < reports[1].step < reports[3].step
+    assert list((tmp_path / "records").rglob("*.jsonl")), "no record log written"
+    html = (tmp_path / "dash.html").read_text(encoding="utf-8")
+    assert "<html" in html.lower() and "rank0" in html
+
+
+@pytest.mark.parametrize(("policy", "bad"), [("first", "eval_on"), (-1, "eval_on")])
+def test_eval_on_takes_fastest_or_a_rank(policy: object, bad: str) -> None:
+    assert _builder().eval_on(0).build_config().eval_on == 0
+    assert _builder().build_config().eval_on == "fastest"
+    with pytest.raises(ConfigError, match=bad):
+        _builder().eval_on(policy)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="eval_on names rank 3 but the world has 1 ranks"):
+        _builder().eval_on(3).run()
+
+
+def test_the_fastest_rank_evaluates() -> None:
+    """eval_on('fastest') picks the rank ElChe measured fastest (rank 0 before any reading)."""
+    from types import SimpleNamespace
+
+    from flodl_ddp import ElChe
+    from flodl_ddp._rank import RankEngine
+
+    elche = ElChe(3)
+    spec = SimpleNamespace(eval_on="fastest", sync=False)
+    engine = SimpleNamespace(spec=spec, elche=elche, world=3)
+    assert RankEngine.evaluator(engine, [0, 1, 2]) == 0  # type: ignore[arg-type]
+    elche.report_timing([300.0, 100.0, 200.0], [10, 10, 10], 0.0)  # rank 1 the fastest
+    assert RankEngine.evaluator(engine, [0, 1, 2]) == 1  # type: ignore[arg-type]
+    assert RankEngine.evaluator(engine, [0, 2]) == 2  # type: ignore[arg-type]
+    spec.eval_on = 0
+    assert RankEngine.evaluator(engine, [0, 1, 2]) == 0  # type: ignore[arg-type]
+
+
+def test_a_cooperative_session_without_torchrun_says_it_is_one_rank(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    x, y = fx.make_data(64)
+    with caplog.at_level("WARNING", logger="flodl.ddp"):
+        session = Trainer.setup(
+            fx.make_model(), fx.make_adam, DdpConfig(dataset=(x, y), batch_size=16)
+        )
+    session.close()
+    assert "world of ONE rank" in caplog.text and "torchrun --nproc-per-node" in caplog.text

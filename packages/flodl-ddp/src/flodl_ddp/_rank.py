@@ -496,7 +496,7 @@ class RankEngine:
 
     def _train_window(self, work: RankWork | WindowWork) -> Generator[Any, None, WindowReport]:
         """This rank's batches of the window, until its gate says stop."""
-        gate = self._gate(self.elche.counts[self.rank], work)
+        gate = self._gate(self._counts(), work)
         start, done = now(), 0
         self._compute_s = 0.0
         while gate.keep_going(done):
@@ -520,18 +520,28 @@ class RankEngine:
             getattr(work, "drained", None),
         )
 
+    def _counts(self) -> list[int]:
+        """ElChe's counts for the next window, scaled down so a window is at most
+        ``1 / reports_per_epoch`` of the epoch when progress reports are asked for (they fall
+        on window ends)."""
+        n = self.spec.reports_per_epoch
+        if n <= 1:
+            return self.elche.counts
+        return self.elche.clamp_total(max(1, self.batches_per_epoch // n))
+
     def _window_work(self, epoch: int, members: tuple[int, ...]) -> WindowWork:
         """Elastic: this window's batches after the committed cursor, by ElChe's counts."""
         self.elche.set_members(members)
-        counts = self.elche.counts
+        counts = self._counts()
         return WindowWork(self.cursor, self.batches_per_epoch, counts, self.rank, self._open(epoch))
 
-    def _gate(self, mine: int, work: RankWork | WindowWork) -> WindowGate:
+    def _gate(self, counts: list[int], work: RankWork | WindowWork) -> WindowGate:
+        mine = counts[self.rank]
         async_ = self.spec.mode.policy is Policy.ASYNC
         waits, limit = False, mine
         if self.comm.has_counters:
             waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine)
-        tail = int(sum(self.elche.counts) * TAIL_FRACTION)
+        tail = int(sum(counts) * TAIL_FRACTION)
         finish = (lambda: work.left() <= tail) if isinstance(work, RankWork) else None
         return WindowGate(
             self.comm,
