@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ._ft import FtComm, FtReducer, TorchftQuorum, connect
-from ._messages import Counts, Done, Final, Healed, Listening, RolledBack
+from ._messages import Counts, Done, Final, Healed, Listening, Report, RolledBack
 from ._rank import RankContext, RankEngine
 from ._watchdog import FINISHED, STARTING, Beacon
 from ._worker import (
@@ -87,8 +87,16 @@ def _run(rank: int, generation: int, payload: RankPayload, link: SpawnLink) -> N
 
     def created(engine: RankEngine) -> None:
         holder["engine"] = engine
-        engine.on_rollback = lambda epoch: link.queue.put(RolledBack(rank, generation, epoch))
-        engine.on_commit = lambda w, counts: link.queue.put(Counts(rank, generation, w, counts))
+
+        def event(kind: str, value: Any) -> None:
+            if kind == "progress":
+                link.queue.put(Report(rank, generation, progress=value))
+            elif kind == "rollback":
+                link.queue.put(RolledBack(rank, generation, value))
+            elif kind == "commit":
+                link.queue.put(Counts(rank, generation, *value))
+
+        engine.on_event = event
 
     def heal(state: Any) -> None:
         engine = holder["engine"]

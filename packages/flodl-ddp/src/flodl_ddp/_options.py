@@ -229,6 +229,11 @@ class RunSpec:
     def sync(self) -> bool:
         return self.mode.policy is Policy.SYNC
 
+    def elche_options(self) -> dict[str, Any]:
+        """ElChe's keyword options from this run (its anchor goes first, positionally)."""
+        names = "overhead_target max_anchor min_anchor max_batch_diff speed_hint partition_ratios"
+        return {**{n: getattr(self, n) for n in names.split()}, "relax_up": self.elche_relax_up}
+
     def lr_scale(self, world: int) -> float:
         """The factor every rank's learning rate is multiplied by: ``1 + ratio · (world - 1)``."""
         return 1.0 + self.lr_scale_ratio * (world - 1)

@@ -1,28 +1,24 @@
 """One rank's training engine, for every way a run is launched and both tiers.
 
 :class:`RankEngine` owns the replica, its optimizer, the data, ElChe, the guard and the averager.
-What differs between a static world, torchrun and an elastic torchft quorum is plugged in
-through the :class:`RankContext`: its ``comm`` (:mod:`flodl_ddp._comm`), its ``membership``
-(:mod:`flodl_ddp._membership`) and its ``reducer`` factory (:mod:`flodl_ddp._reduce`).
+What differs between a static world, torchrun and an elastic torchft quorum is plugged in through
+the :class:`RankContext`: its ``comm`` (:mod:`._comm`), ``membership`` (:mod:`._membership`) and
+``reducer`` factory (:mod:`._reduce`).
 
-The training loop is inverted into a generator: ``for batch in engine.epoch(k)`` yields this
-rank's batches; the caller computes the loss and calls ``engine.step(loss)``; between two batches
-the generator decides, by policy, when to stop and average. Every decision that must agree
-across ranks (counts, weights, when the epoch ends, the next data split) is computed from
-numbers all ranks received in the same exchange, so the ranks never disagree on which
-collective comes next.
+The loop is inverted into a generator: ``for batch in engine.epoch(k)`` yields this rank's
+batches, the caller calls ``engine.step(loss)``, and between two batches the generator decides,
+by policy, when to stop and average. Every decision that must agree across ranks is computed
+from numbers all ranks received in the same exchange, so they never disagree on what comes next.
 
-Elastic windows (``membership.elastic``): each window starts with the quorum (a rank that is
-behind heals from a living peer: :meth:`load_state_dict`), its batches are the next ones after
-the epoch's committed cursor, cut by ElChe's counts over the members
-(:class:`~flodl_ddp._worklist.WindowWork`), and a window whose round does not commit is rolled
+Elastic windows: each starts with the quorum (a rank that is behind heals from a living peer),
+its batches are the next ones after the epoch's committed cursor, cut by ElChe's counts over the
+members (:class:`~._worklist.WindowWork`), and a window whose round does not commit is rolled
 back (weights, optimizer, controllers, tally) and planned again over the survivors.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import math
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -38,6 +34,7 @@ from flodl_core.optim import Scheduler
 from ._average import Averager
 from ._comm import Comm
 from ._elche import ElChe
+from ._engine_state import EngineState
 from ._errors import DdpError
 from ._ft import WindowVoid
 from ._gate import TAIL_FRACTION, Overshoot, WindowGate, waiting
@@ -60,14 +57,13 @@ from ._warmup import warm_up
 from ._watchdog import WAITING, Beacon
 from ._worklist import EpochWork, RankWork, WindowWork, claim_size
 
+Work = RankWork | WindowWork
+
 
 @dataclass
 class RankContext:
-    """Where a rank runs and what it talks through.
-
-    ``reducer(averager)`` picks the averaging rounds' reduction (a collective: every rank calls
-    it at the same point); ``hosts`` names each rank's host (``None``: exchanged at start).
-    """
+    """Where a rank runs and what it talks through. ``reducer(averager)`` picks the rounds'
+    reduction (a collective); ``hosts`` / ``devices`` of every rank (``None``: exchanged)."""
 
     rank: int
     world_size: int
@@ -82,67 +78,44 @@ class RankContext:
     beacon: Beacon = field(default_factory=lambda: Beacon(0))
 
 
-class RankEngine:
-    """One rank of a run (see the module docstring).
+class RankEngine(EngineState):
+    """One rank of a run (module doc): ``spec`` the checked run, ``model`` this rank's replica on
+    ``ctx.device``, ``optim_factory(params) -> torch.optim.Optimizer``.
 
-    Args:
-        spec: the checked run.
-        ctx: where this rank runs.
-        model: this rank's replica, already on ``ctx.device``.
-        optim_factory: ``optim_factory(params) -> torch.optim.Optimizer``.
-    """
+    ``on_event(kind, value)`` hears ``"progress"`` (a :class:`Progress`), ``"rollback"`` (the
+    epoch) and ``"commit"`` (``(window, counts)``, from a window's leader) when set."""
 
     def __init__(
         self, spec: RunSpec, ctx: RankContext, model: nn.Module, optim_factory: Callable[..., Any]
     ) -> None:
-        self.spec = spec
-        self.ctx = ctx
+        self.spec, self.ctx, self.model = spec, ctx, model
         self.rank, self.world, self.device = ctx.rank, ctx.world_size, ctx.device
-        self.comm = ctx.comm
-        self.membership = ctx.membership
+        self.comm, self.membership = ctx.comm, ctx.membership
         self.elastic = ctx.membership.elastic
-        self.model = model
         self.membership.agree(model, self.comm, self.device, spec.mode.backend)
         # Identical init on every rank above; from here each rank draws its own randomness.
         torch.manual_seed(spec.seed * 1009 + 7919 * (self.rank + 1))
         self.optimizer = self._make_optimizer(optim_factory)
         self._setup_data()
         self.scheduler = self._make_scheduler()
-        self.sched_step = 0
         self.slowdown = Slowdown(spec.slowdown.get(self.rank, 1.0), self.device)
-        self.timeline: Any = None
-        sampler = None
-        if spec.timeline:
-            self.timeline = Timeline(origin=ctx.t0)
-            sampler = UtilizationSampler(self.device)
-            sampler.start(now())
-        self.sink = ScalarSink()
-        self.ledger = RankLedger(self.rank, self.timeline, ctx.t0, sampler)
-        self.tally = EpochTally(self.world, *self._who())
+        self._make_recorders()
         self._make_controllers()
-        self.next_epoch = 0
-        self.global_step = 0
-        self.window = 0
-        self.cursor = 0  # elastic: the current epoch's committed batches
-        self._epoch_calls = 0  # names each epoch's pool counter, even for a repeated epoch
+        self.next_epoch = self.global_step = self.window = self.cursor = self.sched_step = 0
+        self._epoch_calls = self._reported = 0  # pool keys per epoch call; progress reports
         self.left: str | None = None  # why this rank can train no more (it left an epoch)
         self.metrics: list[EpochMetrics] = []
         self.leads_epoch = False  # whether this rank reports the epoch that just ended
-        self.on_progress: Callable[[Progress], None] | None = None
-        self.on_rollback: Callable[[int], None] | None = None
-        self.on_commit: Callable[[int, list[int]], None] | None = None
+        self.on_event: Callable[[str, Any], None] | None = None
         if spec.resume:
             load_checkpoint_into(self, spec.resume)
         self.forward_model, self._hook = self._wrap_for_sync()
-        self._ddp_forward = False
-        self._stepped = True
-        self._compute_s = 0.0
-        self._reported = 0
+        self._ddp_forward, self._stepped, self._compute_s = False, True, 0.0
         warm_up(self.device, self.model)
         if self.world > 1 and not self.elastic:
-            # Building the optimizer can take a second (torch imports lazily on first use), and
-            # ranks get there at different times: without this, the first rank in would clock
-            # that skew as idle in epoch 0 and ElChe's first timings would carry it.
+            # Building the optimizer can take a second (torch imports lazily on first use) and
+            # ranks get there at different times: the first one in would clock the skew as idle
+            # in epoch 0, and ElChe's first timings would carry it.
             self.comm.barrier("start")
 
     @property
@@ -150,20 +123,28 @@ class RankEngine:
         """The first epoch to run (after ``resume``, the one after the checkpoint)."""
         return self.next_epoch
 
-    def _who(self) -> tuple[list[str], list[str]]:
-        """Every rank's host and device (one exchange when the launch did not say)."""
-        if self.ctx.hosts is not None and self.ctx.devices is not None:
-            return self.ctx.hosts, self.ctx.devices
-        mine = json.dumps([self.ctx.host, str(self.device)]).encode()
-        got = [json.loads(b) for b in self.comm.exchange_bytes("who", mine)]
-        return [g[0] for g in got], [g[1] for g in got]
+    def _make_recorders(self) -> None:
+        """The timeline (with utilization samples), the scalar sink, this rank's ledger and the
+        epoch's tally of every rank (their hosts and devices told once, when not known)."""
+        self.timeline: Any = Timeline(origin=self.ctx.t0) if self.spec.timeline else None
+        sampler = UtilizationSampler(self.device) if self.timeline is not None else None
+        if sampler is not None:
+            sampler.start(now())
+        self.sink = ScalarSink()
+        self.ledger = RankLedger(self.rank, self.timeline, self.ctx.t0, sampler)
+        hosts, devices = self.ctx.hosts, self.ctx.devices
+        if hosts is None or devices is None:
+            mine = json.dumps([self.ctx.host, str(self.device)]).encode()
+            got = [json.loads(b) for b in self.comm.exchange_bytes("who", mine)]
+            hosts, devices = [g[0] for g in got], [g[1] for g in got]
+        self.tally = EpochTally(self.world, hosts, devices)
 
     def _wrap_for_sync(self) -> tuple[nn.Module, Any]:
         """Sync with several ranks: the model inside DDP (and a check that the forward went
-        through it); otherwise the model itself."""
+        through it; every rank steps on one full batch, so DDP's plain mean is the weighted
+        average); otherwise the model itself."""
         if not (self.spec.sync and self.world > 1):
             return self.model, None
-        # Every rank steps on one full batch: the plain mean is the batch-weighted average.
         ddp, hook = wrap_sync(self.model, self.device, self.spec.mode.backend, self.spec.bf16_wire)
         ddp.register_forward_pre_hook(self._saw_forward)
         return ddp, hook
@@ -176,10 +157,8 @@ class RankEngine:
                 f"optim_factory returned a {type(opt).__name__}; expected a "
                 "torch.optim.Optimizer built on the parameters it was given"
             )
-        scale = self.spec.lr_scale(self.world)
-        if scale != 1.0:
-            for g in opt.param_groups:
-                g["lr"] = g["lr"] * scale
+        for g in opt.param_groups:
+            g["lr"] = g["lr"] * self.spec.lr_scale(self.world)
         return opt
 
     def _make_scheduler(self) -> Any:
@@ -197,24 +176,12 @@ class RankEngine:
         """ElChe, the guard, the meta-controller, the averager and the round that drives them:
         identical copies on every rank, fed identical numbers."""
         s = self.spec
-        self.elche = ElChe(
-            self.world,
-            s.anchor,
-            overhead_target=s.overhead_target,
-            max_anchor=s.max_anchor,
-            min_anchor=s.min_anchor,
-            max_batch_diff=s.max_batch_diff,
-            speed_hint=s.speed_hint,
-            partition_ratios=s.partition_ratios,
-            relax_up=s.elche_relax_up,
-        )
+        self.elche = ElChe(self.world, s.anchor, **s.elche_options())
         self.guard = s.guard
         self.meta = MetaController() if s.meta_controller else None
+        on_host = s.mode.backend is Backend.CPU
         self.averager = Averager(
-            self.model,
-            on_host=s.mode.backend is Backend.CPU,
-            easgd_alpha=s.easgd_alpha,
-            outer=s.outer_optimizer,
+            self.model, on_host=on_host, easgd_alpha=s.easgd_alpha, outer=s.outer_optimizer
         )
         if not s.sync:
             self.averager.reducer = self.ctx.reducer(self.averager)  # a collective
@@ -255,12 +222,10 @@ class RankEngine:
 
     def _pool_work(self, epoch: int) -> RankWork:
         """Cadence / async: own slices by throughput share plus the shared pool (see
-        :mod:`._worklist`); the pool's counter is a key unique to this epoch."""
-        shares: list[float] | None = None
-        if self.spec.partition_ratios is not None:
-            shares = list(self.spec.partition_ratios)
-        elif self.elche.calibrated:
-            shares = self.elche.throughput_shares()
+        :mod:`._worklist`); the pool's counter is a key unique to this epoch call."""
+        shares = self.spec.partition_ratios
+        if shares is None and self.elche.calibrated:
+            shares = tuple(self.elche.throughput_shares())
         plan = EpochWork.plan(self.batches_per_epoch, shares, self.world)
         self._epoch_calls += 1
         key = f"pool{self._epoch_calls}"
@@ -269,16 +234,17 @@ class RankEngine:
         return RankWork(
             plan,
             self.rank,
-            claim=lambda k: self._claim(key, k),
-            peek=lambda: self.comm.counter(key, 0),
-            size=lambda left: claim_size(left, self.world, self._speeds(), self.rank),
-            open_block=self._open(epoch),
+            lambda k: self._claim(key, k),
+            lambda: self.comm.counter(key, 0),
+            lambda left: claim_size(left, self.world, self._speeds(), self.rank),
+            self._open(epoch),
         )
 
     def _speeds(self) -> list[float] | None:
-        """Every rank's batches per second as ElChe measured them (``None`` before that)."""
+        """Every rank's batches per second as ElChe measured them (0 when benched; ``None``
+        before any measurement)."""
         ms, benched = self.elche.ms_per_batch, self.elche.benched
-        if not self.elche.calibrated or any(m is None or m <= 0 for m in ms):
+        if not self.elche.calibrated or any(not m for m in ms):
             return None
         return [0.0 if r in benched else 1000.0 / m for r, m in enumerate(ms)]  # type: ignore[operator]
 
@@ -299,9 +265,9 @@ class RankEngine:
     def step(self, loss: Tensor) -> None:
         """Backward, per-rank clipping, optimizer step, zero_grad; the loss is recorded."""
         if not isinstance(loss, Tensor) or loss.numel() != 1:
+            shape = f" of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else ""
             raise ConfigError(
-                f"train_step must return a scalar loss tensor, got {type(loss).__name__}"
-                + (f" of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else "")
+                f"train_step must return a scalar loss tensor, got {type(loss).__name__}{shape}"
             )
         if self._stepped:
             raise DdpError("step(loss) called twice for one batch, or outside session.epoch()")
@@ -340,12 +306,10 @@ class RankEngine:
 
     def _advance_schedule(self) -> None:
         s = self.scheduler
-        if s is None:
-            return
         if isinstance(s, Scheduler):
             s.apply(self.optimizer, self.global_step)
             return
-        while self.sched_step < self.global_step:
+        while s is not None and self.sched_step < self.global_step:
             s.step()
             self.sched_step += 1
 
@@ -358,10 +322,10 @@ class RankEngine:
     def epoch(self, epoch: int) -> Iterator[Any]:
         """This rank's batches of ``epoch``; averages between batches as the policy says.
 
-        Every rank must run each epoch to its end: the ranks count batches to know when to
-        average. A rank whose loop leaves an epoch early tells the others at the round it
-        would have reached (they raise :class:`DdpError` naming it) and raises the same
-        error itself at its next call."""
+        Every rank must run each epoch to its end (the ranks count batches to know when to
+        average): a rank whose loop leaves an epoch early tells the others at the round they
+        will reach (they raise a :class:`DdpError` naming it) and raises one itself at its next
+        call."""
         if self.left is not None:
             raise DdpError(self.left, rank=self.rank)
         ended = False
@@ -373,15 +337,14 @@ class RankEngine:
                 self._leave(epoch)
 
     def _leave(self, epoch: int) -> None:
-        """The loop stopped iterating epoch ``epoch`` before its end (or a batch raised)."""
         self.left = (
             f"rank {self.rank} left epoch {epoch} before its end; every rank must run each "
             "epoch of session.epoch(n) to its end (the ranks count batches to know when to "
             "average)"
         )
         if not self.spec.sync and self.world > 1 and not self.elastic:
-            # the others wait at this window's arrival exchange: tell them there, without
-            # waiting for them (they may be stuck, and this rank may be failing)
+            # the others wait at this window's arrival: tell them there, without waiting for
+            # them (they may be stuck, and this rank may be failing)
             with contextlib.suppress(Exception):
                 self.comm.post("n", json.dumps({"left": self.rank}).encode())
 
@@ -389,19 +352,18 @@ class RankEngine:
         self.sink.install()
         t_epoch = now()
         self.next_epoch = epoch
-        if self.cursor == 0:
+        if self.cursor == 0:  # elastic: a rank healed mid-epoch keeps the tally it received
             self.tally.reset()
             self.ledger.mark(epoch_start=epoch)
             if not self.spec.sync and self.elche.reprobe():
-                self.ledger.event("reprobe", ranks=len(self.elche.counts))
+                self.ledger.event("reprobe")
         if self.spec.sync:
             yield from self._sync_epoch(epoch, t_epoch)
             return
         work = None if self.elastic else self._pool_work(epoch)
         try:
-            finished = False
-            while not finished:
-                finished = yield from self._window(t_epoch, work)
+            while not (yield from self._window(t_epoch, work)):
+                pass
         finally:
             if work is not None:
                 work.close()
@@ -410,40 +372,28 @@ class RankEngine:
 
     def _sync_epoch(self, epoch: int, t_epoch: float) -> Iterator[Any]:
         """Sync: equal consecutive slices, every rank the same number of steps (lockstep)."""
-        bs = self.spec.batch_size
+        bs, led = self.spec.batch_size, self.ledger
         plan = partition(self.n_samples, self.world, epoch=epoch, seed=self.spec.seed)
         steps = min(min(len(s) // bs for s in plan), self.batches_per_epoch // self.world or 1)
-        mine = plan[self.rank]
-        it = iter(self.loader.shard_range(mine.start, mine.stop).epoch(epoch))
-        start = now()
-        self._compute_s = 0.0
-        for i in range(steps):
+        it = iter(self.loader.shard_range(plan[self.rank].start, plan[self.rank].stop).epoch(epoch))
+        start, self._compute_s = now(), 0.0
+        for i in range(1, steps + 1):
             yield from self._run_batch(next(it))
             self.global_step += self.world
             self._advance_schedule()
-            if self._progress_due(i + 1, steps, (0,)):
-                self.ledger.flush_loss(i + 1 - int(self.ledger.numbers["loss_n"]))
-                self._progress(
-                    epoch,
-                    i + 1,
-                    steps,
-                    self.ledger.numbers["loss_sum"],
-                    self.ledger.numbers["loss_n"],
-                    self.world,
-                )
+            if self._progress_due(i, steps, (0,)):
+                led.flush_loss(i - int(led.numbers["loss_n"]))
+                self._progress(epoch, i, steps, led.numbers, self.world)
         self._settle_slowdown()
         self.ctx.beacon.set(WAITING)
-        led = self.ledger
         led.flush_loss(steps - int(led.numbers["loss_n"]))
-        led.add(
-            compute=self._compute_s,
-            batches=steps,
-            comm_bytes=steps * self._hook.step_bytes if self._hook is not None else 0,
-        )
+        step_bytes = self._hook.step_bytes if self._hook is not None else 0
+        led.add(compute=self._compute_s, batches=steps, comm_bytes=steps * step_bytes)
         led.span("compute", start, now())
         numbers = {**led.take(*self.sink.take()), **self._epoch_extras(t_epoch, range(self.world))}
-        got = self.comm.exchange_bytes("ep", json.dumps(numbers).encode())
-        self.tally.add([json.loads(b) for b in got])
+        self.tally.add(
+            [json.loads(b) for b in self.comm.exchange_bytes("ep", json.dumps(numbers).encode())]
+        )
         self.tally.syncs += steps
         self.leads_epoch = self.rank == 0
         self._end_epoch(epoch)
@@ -452,12 +402,11 @@ class RankEngine:
         """One averaging window of epoch ``next_epoch`` (a generator of its batches; returns
         whether the epoch ended). Elastic: a rank that heals at the window's start trains the
         window of the state it received; a window whose round fails or does not commit is
-        rolled back."""
+        rolled back to the committed state."""
         snap = None
         try:
             members = self.membership.begin()  # elastic: may heal this rank into a later state
-            # after the heal: what a failed window rolls back to is the committed state
-            snap = self._snapshot() if self.elastic else None
+            snap = self.snapshot() if self.elastic else None
             epoch = self.next_epoch
             work = pool if pool is not None else self._window_work(epoch, members)
             self.window += 1
@@ -470,79 +419,63 @@ class RankEngine:
             self.leads_epoch = self.rank == min(members)
         except WindowVoid:
             self.membership.commit()  # every member votes; this one's vote is no
-            self._roll_back(snap)
-            return False
+            return self._roll_back(snap)
         if not self.membership.commit():
-            self._roll_back(snap)
-            return False
+            return self._roll_back(snap)
         if isinstance(work, WindowWork):
             self.cursor += work.size
             work.close()
-        if self.on_commit is not None and self.leads_epoch:
-            self.on_commit(self.window, list(self.elche.counts))
+        if self.leads_epoch:
+            self._emit("commit", (self.window, self.elche.counts))
         self.global_step += sum(arrival.actual)
         self._advance_schedule()
-        done_all = int(sum(r["batches"] for r in self.tally.ranks))
-        if self._progress_due(done_all, self.batches_per_epoch, members):
-            self._progress(
-                epoch,
-                done_all,
-                self.batches_per_epoch,
-                sum(r["loss_sum"] for r in self.tally.ranks),
-                sum(r["loss_n"] for r in self.tally.ranks),
-                1,
-            )
+        done = int(sum(r["batches"] for r in self.tally.ranks))
+        if self._progress_due(done, self.batches_per_epoch, members):
+            numbers = {k: sum(r[k] for r in self.tally.ranks) for k in ("loss_sum", "loss_n")}
+            self._progress(epoch, done, self.batches_per_epoch, numbers, 1)
         return arrival.finished
 
-    def _train_window(self, work: RankWork | WindowWork) -> Generator[Any, None, WindowReport]:
+    def _train_window(self, work: Work) -> Generator[Any, None, WindowReport]:
         """This rank's batches of the window, until its gate says stop."""
         gate = self._gate(self._counts(), work)
-        start, done = now(), 0
-        self._compute_s = 0.0
-        while gate.keep_going(done):
-            batch = work.next()
-            if batch is None:  # this rank's share of the epoch (or window) is done
-                break
+        start, done, self._compute_s = now(), 0, 0.0
+        while gate.keep_going(done) and (batch := work.next()) is not None:
             yield from self._run_batch(batch)
             done += 1
         self._settle_slowdown()
         self.ctx.beacon.set(WAITING)
         more = work.has_more()
         gate.stop()
+        drained = getattr(work, "drained", None)
         return WindowReport(
-            self.window,
-            done,
-            more,
-            work.in_hand(),
-            self._compute_s,
-            start,
-            gate.throttled,
-            getattr(work, "drained", None),
+            self.window, done, more, work.in_hand(), self._compute_s, start, gate.throttled, drained
         )
 
     def _counts(self) -> list[int]:
-        """ElChe's counts for the next window, scaled down so a window is at most
-        ``1 / reports_per_epoch`` of the epoch when progress reports are asked for (they fall
-        on window ends)."""
+        """ElChe's counts for the next window, cut so a window is at most 1/reports_per_epoch
+        of the epoch when progress reports are asked for (they fall on window ends)."""
         n = self.spec.reports_per_epoch
-        if n <= 1:
-            return self.elche.counts
-        return self.elche.clamp_total(max(1, self.batches_per_epoch // n))
+        return (
+            self.elche.counts
+            if n <= 1
+            else self.elche.clamp_total(max(1, self.batches_per_epoch // n))
+        )
 
     def _window_work(self, epoch: int, members: tuple[int, ...]) -> WindowWork:
         """Elastic: this window's batches after the committed cursor, by ElChe's counts."""
         self.elche.set_members(members)
-        counts = self._counts()
-        return WindowWork(self.cursor, self.batches_per_epoch, counts, self.rank, self._open(epoch))
+        return WindowWork(
+            self.cursor, self.batches_per_epoch, self._counts(), self.rank, self._open(epoch)
+        )
 
-    def _gate(self, counts: list[int], work: RankWork | WindowWork) -> WindowGate:
-        mine = counts[self.rank]
-        async_ = self.spec.mode.policy is Policy.ASYNC
+    def _gate(self, counts: list[int], work: Work) -> WindowGate:
+        mine, async_ = counts[self.rank], self.spec.mode.policy is Policy.ASYNC
         waits, limit = False, mine
         if self.comm.has_counters:
             waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine)
         tail = int(sum(counts) * TAIL_FRACTION)
         finish = (lambda: work.left() <= tail) if isinstance(work, RankWork) else None
+        fill_late = async_ and self.elche.outpaces_slow_cohort(self.rank)
         return WindowGate(
             self.comm,
             self.world,
@@ -551,7 +484,7 @@ class RankEngine:
             waits=waits,
             limit=limit,
             max_batch_diff=self.spec.max_batch_diff,
-            fill_late=async_ and self.elche.outpaces_slow_cohort(self.rank),
+            fill_late=fill_late,
             settle=self._settle_slowdown,
             finish=finish,
         )
@@ -570,27 +503,26 @@ class RankEngine:
         return max(ranks, key=lambda r: (shares[r], -r))  # type: ignore[no-any-return]
 
     def _epoch_extras(self, t_epoch: float, members: Sequence[int]) -> dict[str, Any]:
-        """What a rank adds to its last numbers of an epoch: its wall time and peak memory, and
-        the evaluation where it is the evaluator. The evaluator runs ``eval_fn`` before the
-        exchange, where the others wait for it anyway: after it, they would start the next
-        epoch and clock its evaluation as that epoch's idle time."""
+        """A rank's last numbers of an epoch: its wall time and peak memory, and the evaluation
+        on the evaluator, which runs it before the exchange where the others wait anyway (after
+        it, they would clock its evaluation as the next epoch's idle time)."""
         out: dict[str, Any] = {"wall": now() - t_epoch, "peak_memory": peak_memory(self.device)}
         if self.spec.eval_fn is not None and self.rank == self.evaluator(members):
             out["eval"] = run_eval(self.model, self.spec.eval_fn)
         return out
 
     def _end_epoch(self, epoch: int) -> None:
-        sync = self.spec.sync
+        sync, t = self.spec.sync, self.tally
         m = combine_ranks(
             epoch,
-            self.tally.ranks,
+            t.ranks,
             batch_size=self.spec.batch_size,
-            syncs=self.tally.syncs,
-            sync_ms=self.tally.sync_ms,
-            eval_value=self.tally.eval,
-            anchor=None if sync else self.elche.anchor,
+            syncs=t.syncs,
+            sync_ms=t.sync_ms,
+            eval_value=t.eval,
             lr=self._lr(),
-            counts=None if sync else list(self.elche.counts),
+            anchor=None if sync else self.elche.anchor,
+            counts=None if sync else self.elche.counts,
         )
         self.metrics.append(m)
         self.ledger.mark(epoch_end=epoch, loss=m.avg_loss)
@@ -600,112 +532,35 @@ class RankEngine:
             save_checkpoint_from(self, epoch, str(self.spec.checkpoint_path))
 
     def _progress_due(self, done: int, total: int, members: Sequence[int]) -> bool:
-        """Whether the epoch has passed another ``1 / reports_per_epoch`` of its batches (the
-        first member reports; the epoch's end is the epoch's metrics)."""
+        """Whether the epoch passed another ``1 / reports_per_epoch`` of its batches (the first
+        member reports; the epoch's end is the epoch's metrics)."""
         n = self.spec.reports_per_epoch
-        if n <= 1 or total <= 0 or self.on_progress is None or self.rank != min(members):
+        if n <= 1 or total <= 0 or self.on_event is None or self.rank != min(members):
             return False
         return min(n - 1, done * n // total) > self._reported
 
     def _progress(
-        self, epoch: int, done: int, total: int, loss_sum: float, loss_n: float, ranks: int
+        self, epoch: int, done: int, total: int, numbers: dict[str, float], ranks: int
     ) -> None:
-        self._reported = min(
-            self.spec.reports_per_epoch - 1, done * self.spec.reports_per_epoch // total
-        )
-        loss = loss_sum / loss_n if loss_n else math.nan
-        samples = int(done * self.spec.batch_size * ranks)
-        assert self.on_progress is not None
-        self.on_progress(Progress(epoch, done / total, loss, samples))
+        n = self.spec.reports_per_epoch
+        self._reported = min(n - 1, done * n // total)
+        loss = numbers["loss_sum"] / numbers["loss_n"] if numbers["loss_n"] else math.nan
+        samples = done * self.spec.batch_size * ranks
+        self._emit("progress", Progress(epoch, done / total, loss, samples))
 
-    # ---- state ----------------------------------------------------------------------------
+    def _emit(self, kind: str, value: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, value)
 
-    def shared_state(self) -> dict[str, Any]:
-        """What every rank holds alike: controllers, counters and the epoch's tally."""
-        return {
-            "elche": self.elche.state_dict(),
-            "guard": self.guard.state_dict(),
-            "meta": self.meta.state_dict() if self.meta is not None else None,
-            "averager": self.averager.state_dict(),
-            "overshoot": self.overshoot.state_dict(),
-            "tally": self.tally.state_dict(),
-            "next_epoch": self.next_epoch,
-            "cursor": self.cursor,
-            "window": self.window,
-            "global_step": self.global_step,
-        }
-
-    def load_shared_state(self, state: dict[str, Any]) -> None:
-        self.elche.load_state_dict(state["elche"])
-        self.guard.load_state_dict(state["guard"])
-        if self.meta is not None and state.get("meta") is not None:
-            self.meta.load_state_dict(state["meta"])
-        self.averager.load_state_dict(state["averager"])
-        self.overshoot.load_state_dict(state["overshoot"])
-        self.tally.load_state_dict(state["tally"])
-        self.next_epoch, self.cursor = int(state["next_epoch"]), int(state["cursor"])
-        self.window, self.global_step = int(state["window"]), int(state["global_step"])
-
-    def rank_state(self) -> dict[str, Any]:
-        """What is this rank's own: optimizer, RNG, scheduler position (and its replica under
-        EASGD, whose replicas differ)."""
-        out: dict[str, Any] = {
-            "optimizer": self.optimizer.state_dict(),
-            "rng": torch.get_rng_state(),
-            "sched_step": self.sched_step,
-        }
-        if self.device.type == "cuda":
-            out["cuda_rng"] = torch.cuda.get_rng_state(self.device)
-        if self.scheduler is not None and callable(getattr(self.scheduler, "state_dict", None)):
-            out["scheduler"] = self.scheduler.state_dict()
-        if self.averager.alpha is not None:
-            out["params"] = [p.detach().to("cpu", copy=True) for p in self.model.parameters()]
-        return out
-
-    def load_rank_state(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        if "params" in state:
-            with torch.no_grad():
-                for p, t in zip(self.model.parameters(), state["params"], strict=True):
-                    p.copy_(t)
-        self.sched_step = int(state.get("sched_step", 0))
-        if self.scheduler is not None and "scheduler" in state:
-            self.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"])
-        if "cuda_rng" in state and self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The committed state a healing rank receives: model, optimizer, shared state."""
-        model = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-        return {
-            "model": model,
-            "optimizer": self.optimizer.state_dict(),
-            "shared": self.shared_state(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.load_shared_state(state["shared"])
-
-    def _snapshot(self) -> dict[str, Any]:
-        model = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        return {
-            "model": model,
-            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
-            "shared": copy.deepcopy(self.shared_state()),
-        }
-
-    def _roll_back(self, snap: dict[str, Any] | None) -> None:
-        """A window that did not commit: back to its start (elastic runs), and what this rank
-        trained and recorded in it, not handed on yet, forgotten."""
+    def _roll_back(self, snap: dict[str, Any] | None) -> bool:
+        """A window that did not commit (elastic): back to its start, and what this rank
+        trained and recorded in it, not handed on yet, forgotten. The epoch goes on."""
         self.ledger.flush_loss(0)
         self.ledger.take(*self.sink.take())
         if snap is not None:
             self.load_state_dict(snap)
-            if self.on_rollback is not None:
-                self.on_rollback(self.next_epoch)
+            self._emit("rollback", self.next_epoch)
+        return False
 
     # ---- timeline and result ---------------------------------------------------------------
 
@@ -713,8 +568,7 @@ class RankEngine:
         """Rank 0: every rank's timeline merged; other ranks: ``None``. A collective."""
         if self.timeline is None:
             return None
-        blob = json.dumps(self.timeline.to_dict()).encode()
-        parts = self.comm.exchange_bytes("tl", blob)
+        parts = self.comm.exchange_bytes("tl", json.dumps(self.timeline.to_dict()).encode())
         if self.rank != 0:
             return None
         merged = Timeline.from_dict(json.loads(parts[0]))

@@ -111,9 +111,11 @@ def train_rank(
         torch.cuda.set_device(ctx.device)
     model = build_model(payload.model_factory, ctx.device, spec.seed)
     engine = RankEngine(spec, ctx, model, payload.optim_factory)
+    engine.on_event = lambda kind, value: (
+        kind == "progress" and send(Report(ctx.rank, progress=value))
+    )
     if created is not None:
-        created(engine)
-    engine.on_progress = lambda p: send(Report(ctx.rank, progress=p))
+        created(engine)  # may hear the engine's events itself
     step = payload.train_step
     try:
         while engine.next_epoch < spec.num_epochs:

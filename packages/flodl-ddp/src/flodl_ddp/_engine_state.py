@@ -1,0 +1,101 @@
+"""What a rank engine holds, as state that can travel: to a checkpoint, to a healing peer, back
+to the start of a window that did not commit.
+
+- :meth:`EngineState.shared_state`: what every rank holds alike (ElChe, guard, meta-controller,
+  averager and outer optimizer, overshoot, the epoch's tally, the epoch, cursor, window and step
+  counters);
+- :meth:`EngineState.rank_state`: what is this rank's own (optimizer, RNG, scheduler position,
+  and its replica under EASGD, whose replicas differ);
+- :meth:`EngineState.state_dict`: what a healing rank receives (weights, optimizer, shared).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+
+class EngineState:
+    """The state half of :class:`~flodl_ddp._rank.RankEngine` (a mixin over its attributes)."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    scheduler: Any
+    sched_step: int
+    next_epoch: int
+    cursor: int
+    window: int
+    global_step: int
+    averager: Any
+
+    _SHARED = ("elche", "guard", "averager", "overshoot", "tally")
+
+    def shared_state(self) -> dict[str, Any]:
+        """What every rank holds alike (module doc)."""
+        out = {name: getattr(self, name).state_dict() for name in self._SHARED}
+        meta = getattr(self, "meta", None)
+        out["meta"] = meta.state_dict() if meta is not None else None
+        out["counters"] = [self.next_epoch, self.cursor, self.window, self.global_step]
+        return out
+
+    def load_shared_state(self, state: dict[str, Any]) -> None:
+        for name in self._SHARED:
+            getattr(self, name).load_state_dict(state[name])
+        meta = getattr(self, "meta", None)
+        if meta is not None and state.get("meta") is not None:
+            meta.load_state_dict(state["meta"])
+        self.next_epoch, self.cursor, self.window, self.global_step = map(int, state["counters"])
+
+    def rank_state(self) -> dict[str, Any]:
+        """What is this rank's own (module doc)."""
+        out: dict[str, Any] = {
+            "optimizer": self.optimizer.state_dict(),
+            "rng": torch.get_rng_state(),
+            "sched_step": self.sched_step,
+        }
+        if self.device.type == "cuda":
+            out["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        if callable(getattr(self.scheduler, "state_dict", None)):
+            out["scheduler"] = self.scheduler.state_dict()
+        if self.averager.alpha is not None:
+            out["params"] = [p.detach().to("cpu", copy=True) for p in self.model.parameters()]
+        return out
+
+    def load_rank_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        if "params" in state:
+            with torch.no_grad():
+                for p, t in zip(self.model.parameters(), state["params"], strict=True):
+                    p.copy_(t)
+        self.sched_step = int(state.get("sched_step", 0))
+        if self.scheduler is not None and "scheduler" in state:
+            self.scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+        if "cuda_rng" in state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The committed state a healing rank receives: weights, optimizer, shared state."""
+        model = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        return {
+            "model": model,
+            "optimizer": self.optimizer.state_dict(),
+            "shared": self.shared_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.load_shared_state(state["shared"])
+
+    def snapshot(self) -> dict[str, Any]:
+        """:meth:`state_dict` as deep copies on the device (a window's start, to roll back to)."""
+        model = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        return {
+            "model": model,
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "shared": copy.deepcopy(self.shared_state()),
+        }
