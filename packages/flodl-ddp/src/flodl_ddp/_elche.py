@@ -58,10 +58,10 @@ from __future__ import annotations
 import enum
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from flodl_core import CheckpointError, ConfigError
+from flodl_core import CheckpointError, ConfigError, check_finite, check_int
 
 WINDOW = 5
 """Readings kept per rank (the trust window)."""
@@ -104,17 +104,11 @@ def _round_half_up(x: float) -> int:
 
 
 def _int_arg(name: str, value: object, low: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
+    return check_int(value, name, ge=low)
 
 
 def _finite(name: str, value: object, *, positive: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (positive and value == 0):  # type: ignore[operator]
-        need = "> 0" if positive else ">= 0"
-        raise ConfigError(f"{name} must be a finite number {need}, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    return check_finite(value, name, gt=0.0) if positive else check_finite(value, name, ge=0.0)
 
 
 class ElChe:
@@ -319,10 +313,9 @@ class ElChe:
         if total <= max_total:
             return list(self._counts)
         out = [c * max_total // total for c in self._counts]
-        r = 0
-        while sum(out) < max_total:
-            out[r % self.world_size] += 1
-            r += 1
+        ranks = [r for r, c in enumerate(self._counts) if c > 0]  # a rank with none gets none
+        for i in range(max_total - sum(out)):
+            out[ranks[i % len(ranks)]] += 1
         return out
 
     def throttled(self, counts_done: Sequence[int]) -> list[int]:
@@ -389,8 +382,9 @@ class ElChe:
         window.append(ms)
         self._misses[rank] = 0
 
-    def _calibrate(self, walls: list[float], sync_ms: float, allow_growth: bool,
-                   cut: bool = False) -> None:  # fmt: skip
+    def _calibrate(
+        self, walls: list[float], sync_ms: float, allow_growth: bool, cut: bool = False
+    ) -> None:
         self._calibrations += 1
         self._smoothed = [sum(w) / len(w) if w else None for w in self._windows]
         smoothed = self._member_speeds()
@@ -570,67 +564,68 @@ class ElChe:
 
     # ---- persistence ----------------------------------------------------------------------------
 
+    # (attribute, key, how a loaded value is read back); plain JSON types only
+    _STATE: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+        ("_anchor", "anchor", int),
+        ("_anchor_rank", "anchor_rank", lambda v: v),
+        ("min_anchor", "min_anchor", int),
+        ("max_anchor", "max_anchor", int),
+        ("overhead_target", "overhead_target", float),
+        ("max_batch_diff", "max_batch_diff", lambda v: v),
+        ("relax_up", "relax_up", bool),
+        ("_hint_ratio", "hint_ratio", lambda v: v),
+        ("_ratios", "partition_ratios", lambda v: v),
+        ("_windows", "windows", lambda v: [deque(map(float, w), maxlen=WINDOW) for w in v]),
+        ("_misses", "misses", lambda v: [int(m) for m in v]),
+        ("_calibrations", "calibrations", int),
+        ("_provisional", "provisional", lambda v: [bool(p) for p in v]),
+        ("_settled", "settled", bool),
+        ("_smoothed", "smoothed", list),
+        ("_slow_ms", "slow_ms", float),
+        ("_overhead", "overhead", lambda v: v),
+        ("_counts", "counts", lambda v: [int(c) for c in v]),
+        ("_history", "history", lambda v: deque((list(h) for h in v), maxlen=SHARE_HISTORY)),
+        ("_members", "members", lambda v: [int(r) for r in v]),
+        ("_benched", "benched", lambda v: [int(r) for r in v]),
+    )
+
+    def _older(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Defaults for keys a state saved by an earlier release lacks: its readings were all
+        settled (no provisional ones), every rank a member, none benched."""
+        n = len(state.get("windows", ()))
+        return {
+            "provisional": [False] * n,
+            "settled": int(state.get("calibrations", 0)) > 0,
+            "members": list(range(self.world_size)),
+            "benched": [],
+            **state,
+        }
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue identically; plain JSON types only."""
-        return {
-            "world_size": self.world_size,
-            "anchor": self._anchor,
-            "anchor_rank": self._anchor_rank,
-            "min_anchor": self.min_anchor,
-            "max_anchor": self.max_anchor,
-            "overhead_target": self.overhead_target,
-            "max_batch_diff": self.max_batch_diff,
-            "relax_up": self.relax_up,
-            "hint_ratio": self._hint_ratio,
-            "partition_ratios": self._ratios,
-            "windows": [list(w) for w in self._windows],
-            "misses": list(self._misses),
-            "provisional": list(self._provisional),
-            "settled": self._settled,
-            "calibrations": self._calibrations,
-            "smoothed": list(self._smoothed),
-            "slow_ms": self._slow_ms,
-            "overhead": self._overhead,
-            "counts": list(self._counts),
-            "history": [list(h) for h in self._history],
-            "members": list(self._members),
-            "benched": list(self._benched),
-        }
+        out: dict[str, Any] = {"world_size": self.world_size}
+        for attr, key, _ in self._STATE:
+            v = getattr(self, attr)
+            out[key] = (
+                [list(x) if isinstance(x, deque) else x for x in v]
+                if isinstance(v, (list, deque))
+                else v
+            )
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output; the world size must match."""
-        try:
-            if state["world_size"] != self.world_size:
-                raise CheckpointError(
-                    f"ElChe state is for world_size {state['world_size']}, this run has "
-                    f"{self.world_size}; resume with the same number of ranks"
-                )
-            self._anchor = int(state["anchor"])
-            self._anchor_rank = state["anchor_rank"]
-            self.min_anchor = int(state["min_anchor"])
-            self.max_anchor = int(state["max_anchor"])
-            self.overhead_target = float(state["overhead_target"])
-            self.max_batch_diff = state["max_batch_diff"]
-            self.relax_up = bool(state["relax_up"])
-            self._hint_ratio = state["hint_ratio"]
-            self._ratios = state["partition_ratios"]
-            self._windows = [deque(map(float, w), maxlen=WINDOW) for w in state["windows"]]
-            self._misses = [int(m) for m in state["misses"]]
-            self._calibrations = int(state["calibrations"])
-            # States saved before readings could be provisional hold settled readings only.
-            self._provisional = [
-                bool(p) for p in state.get("provisional", [False] * len(self._windows))
-            ]
-            self._settled = bool(state.get("settled", self._calibrations > 0))
-            self._smoothed = list(state["smoothed"])
-            self._slow_ms = float(state["slow_ms"])
-            self._overhead = state["overhead"]
-            self._counts = [int(c) for c in state["counts"]]
-            self._history = deque((list(h) for h in state["history"]), maxlen=SHARE_HISTORY)
-            self._members = [int(r) for r in state.get("members", range(self.world_size))]
-            self._benched = [int(r) for r in state.get("benched", [])]
-        except KeyError as e:
-            raise CheckpointError(f"ElChe state is missing the key {e.args[0]!r}") from None
+        if state.get("world_size") != self.world_size:
+            raise CheckpointError(
+                f"ElChe state is for world_size {state.get('world_size')}, this run has "
+                f"{self.world_size}; resume with the same number of ranks"
+            )
+        state = self._older(state)
+        missing = [key for _, key, _ in self._STATE if key not in state]
+        if missing:
+            raise CheckpointError(f"ElChe state is missing the key {missing[0]!r}")
+        for attr, key, read in self._STATE:
+            setattr(self, attr, read(state[key]))
 
     def _per_rank(self, name: str, values: Sequence[Any]) -> list[Any]:
         vals = list(values)

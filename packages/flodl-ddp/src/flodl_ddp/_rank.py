@@ -535,7 +535,7 @@ class RankEngine(EngineState):
         """Whether the epoch passed another ``1 / reports_per_epoch`` of its batches (the first
         member reports; the epoch's end is the epoch's metrics)."""
         n = self.spec.reports_per_epoch
-        if n <= 1 or total <= 0 or self.on_event is None or self.rank != min(members):
+        if n <= 1 or not 0 < done < total or self.on_event is None or self.rank != min(members):
             return False
         return min(n - 1, done * n // total) > self._reported
 
