@@ -165,43 +165,42 @@ class ElChe:
             None if max_batch_diff is None else _int_arg("max_batch_diff", max_batch_diff, 0)
         )
         self.relax_up = bool(relax_up)
-        self._hint_ratio: float | None = None
-        self._ratios: list[float] | None = None
         self._anchor = anchor
-        self._anchor_rank: int | None = None
         self._members = list(range(world_size))
         self._benched: list[int] = []
         self.last_bench: tuple[int, float, float] | None = None
         """``(rank, gain, overhead)`` of the last benching (see :attr:`benched`)."""
-        if partition_ratios is not None:
-            ratios = list(partition_ratios)
-            if len(ratios) != world_size:
-                raise ConfigError(
-                    f"partition_ratios has {len(ratios)} entries for world_size {world_size}; "
-                    "give one ratio per rank"
-                )
-            self._ratios = [
-                _finite(f"partition_ratios[{i}]", r, positive=True) for i, r in enumerate(ratios)
-            ]
-            self._anchor_rank = min(range(world_size), key=lambda i: (self._ratios[i], i))
-        if speed_hint is not None:
-            if not isinstance(speed_hint, tuple) or len(speed_hint) != 2:
-                raise ConfigError(
-                    f"speed_hint must be a (slow_rank, ratio) tuple, got {speed_hint!r}"
-                )
-            slow, ratio = speed_hint
-            _int_arg("speed_hint slow_rank", slow, 0)
-            if slow >= world_size:
-                raise ConfigError(
-                    f"speed_hint slow_rank {slow} is out of range for world_size {world_size}"
-                )
-            self._hint_ratio = _finite("speed_hint ratio", ratio, positive=True)
-            self._anchor_rank = slow
+        self._hint_ratio, self._ratios, self._anchor_rank = self._seed(speed_hint, partition_ratios)
         self._start_readings()
         self._slow_ms = 0.0
         self._overhead: float | None = None
         self._counts = self._cold_counts()
         self._history: deque[list[int]] = deque(maxlen=SHARE_HISTORY)
+
+    def _seed(
+        self, hint: tuple[int, float] | None, ratios: Sequence[float] | None
+    ) -> tuple[float | None, list[float] | None, int | None]:
+        """The cold start's hint ratio, partition ratios and anchor rank (module doc)."""
+        n = self.world_size
+        shares, anchor_rank = None, None
+        if ratios is not None:
+            if len(ratios) != n:
+                raise ConfigError(
+                    f"partition_ratios has {len(ratios)} entries for world_size {n}; "
+                    "give one ratio per rank"
+                )
+            shares = [
+                _finite(f"partition_ratios[{i}]", r, positive=True) for i, r in enumerate(ratios)
+            ]
+            anchor_rank = min(range(n), key=lambda i: (shares[i], i))
+        if hint is None:
+            return None, shares, anchor_rank
+        if not isinstance(hint, tuple) or len(hint) != 2:
+            raise ConfigError(f"speed_hint must be a (slow_rank, ratio) tuple, got {hint!r}")
+        slow = _int_arg("speed_hint slow_rank", hint[0], 0)
+        if slow >= n:
+            raise ConfigError(f"speed_hint slow_rank {slow} is out of range for world_size {n}")
+        return _finite("speed_hint ratio", hint[1], positive=True), shares, slow
 
     def _start_readings(self) -> None:
         """No reading yet: empty trust windows, no calibration."""
