@@ -5,6 +5,7 @@ policy helpers. The multi-process behaviour is in ``test_trainer_multiprocess.py
 from __future__ import annotations
 
 import io
+import json
 import math
 import sys
 from pathlib import Path
@@ -500,3 +501,15 @@ def test_a_cooperative_session_without_torchrun_says_it_is_one_rank(
         )
     session.close()
     assert "world of ONE rank" in caplog.text and "torchrun --nproc-per-node" in caplog.text
+
+
+def test_a_run_with_a_timeline_records_utilization_and_exports_a_chrome_trace(
+    tmp_path: Path,
+) -> None:
+    handle = _builder(n=512, epochs=2, step=fx.sleepy_step).timeline(True).run()  # ~0.3 s
+    handle.join(timeout=60)
+    tl = handle.timeline()
+    assert tl.samples and all(s.rank == 0 and s.cpu_pct is not None for s in tl.samples)
+    trace = json.loads(tl.save_chrome_trace(tmp_path / "trace.json").read_text())
+    kinds = {e["ph"] for e in trace["traceEvents"]}
+    assert {"X", "C"} <= kinds  # spans as complete events, utilization as counters
