@@ -28,7 +28,6 @@ where every machine is yours.
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import socket
 import struct
@@ -36,7 +35,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_finite, check_int
 
 EXTRA_HINT = "pip install flodl-ddp[ft]"
 TORCHFT_VERSION = "0.2.0"
@@ -69,30 +68,20 @@ class ElasticOptions:
 
 def check_elastic(opts: ElasticOptions, world_size: int) -> None:
     """Validate ``opts`` against the number of ranks; raises :class:`ConfigError`."""
-    m = opts.min_ranks
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
-        raise ConfigError(f"elastic min_ranks must be an int >= 1, got {m!r}")
+    m = check_int(opts.min_ranks, "elastic min_ranks", ge=1)
     if m > world_size:
         raise ConfigError(
             f"elastic min_ranks={m} is more than the {world_size} ranks of the run; lower "
             "min_ranks or add devices"
         )
-    for name, v, low in (
-        ("heartbeat_timeout", opts.heartbeat_timeout, 0.1),
-        ("hang_timeout", opts.hang_timeout, 0.5),
-    ):
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or v < low:
-            raise ConfigError(f"elastic {name} must be a number of seconds >= {low}, got {v!r}")
-    r = opts.max_restarts
-    if not isinstance(r, int) or isinstance(r, bool) or r < 0:
-        raise ConfigError(f"elastic max_restarts must be an int >= 0, got {r!r}")
-    if opts.trusted_interface is not None and (
-        not isinstance(opts.trusted_interface, str) or not opts.trusted_interface
-    ):
+    for name, low in (("heartbeat_timeout", 0.1), ("hang_timeout", 0.5)):
+        expected = f"a number of seconds >= {low}"
+        check_finite(getattr(opts, name), f"elastic {name}", ge=low, expected=expected)
+    check_int(opts.max_restarts, "elastic max_restarts", ge=0)
+    iface = opts.trusted_interface
+    if iface is not None and (not isinstance(iface, str) or not iface):
         raise ConfigError(
-            f"elastic trusted_interface must be an interface name such as 'eth1', got "
-            f"{opts.trusted_interface!r}"
+            f"elastic trusted_interface must be an interface name such as 'eth1', got {iface!r}"
         )
 
 
@@ -114,15 +103,12 @@ def require_torchft() -> Any:
             f"elastic training needs torchft=={TORCHFT_VERSION}, which is not installed ({e}); "
             f"install the extra: {EXTRA_HINT}"
         ) from None
-    version = getattr(torchft, "__version__", None)
-    if version is None:
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as dist_version
+    from importlib import metadata
 
-        try:
-            version = dist_version("torchft")
-        except PackageNotFoundError:
-            version = "unknown"
+    try:
+        version = getattr(torchft, "__version__", None) or metadata.version("torchft")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
     if version != TORCHFT_VERSION:
         raise ConfigError(
             f"elastic training is built for torchft=={TORCHFT_VERSION}, found {version} (its "
@@ -152,27 +138,31 @@ def interface_names() -> list[str]:
         return []
 
 
-def interface_address(name: str) -> str:
-    """The IPv4 address of interface ``name`` (Linux ``SIOCGIFADDR``)."""
+def ipv4_address(name: str) -> str:
+    """The IPv4 address of interface ``name`` (Linux ``SIOCGIFADDR``); ``OSError`` without one."""
     import fcntl
 
+    packed = struct.pack("256s", name.encode()[:15])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])  # SIOCGIFADDR
+
+
+def interface_address(name: str) -> str:
+    """The IPv4 address of the trusted interface ``name``; a :class:`ConfigError` naming the
+    machine's interfaces when it is missing or has none."""
     names = interface_names()
     if name not in names:
         raise ConfigError(
             f"elastic trusted_interface {name!r} does not exist on this machine; interfaces: "
             f"{', '.join(names) or 'none found'}"
         )
-    siocgifaddr = 0x8915
-    packed = struct.pack("256s", name.encode()[:15])
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            raw = fcntl.ioctl(s.fileno(), siocgifaddr, packed)
-        except OSError as e:
-            raise ConfigError(
-                f"elastic trusted_interface {name!r} has no IPv4 address ({e}); bring it up "
-                "with an address or name another interface"
-            ) from None
-    return socket.inet_ntoa(raw[20:24])
+    try:
+        return ipv4_address(name)
+    except OSError as e:
+        raise ConfigError(
+            f"elastic trusted_interface {name!r} has no IPv4 address ({e}); bring it up "
+            "with an address or name another interface"
+        ) from None
 
 
 @dataclass(frozen=True)
