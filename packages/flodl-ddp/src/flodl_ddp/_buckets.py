@@ -18,21 +18,17 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_int
 
 from ._errors import DdpError
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 """Bucket capacity, as ``DistributedDataParallel``'s default ``bucket_cap_mb=25``."""
 
-_AVG = "avg"
-
 
 def _wire(t: Tensor, wire_dtype: torch.dtype | None) -> torch.dtype:
     """The dtype ``t`` travels in: ``wire_dtype`` for floating tensors, else its own."""
-    if wire_dtype is not None and t.is_floating_point():
-        return wire_dtype
-    return t.dtype
+    return wire_dtype if wire_dtype is not None and t.is_floating_point() else t.dtype
 
 
 def plan_buckets(
@@ -46,8 +42,7 @@ def plan_buckets(
     The grouping depends only on the tensors' order, shapes, dtypes and devices, so replicas of
     one model on every rank make the same buckets and their collectives pair up.
     """
-    if not isinstance(bucket_bytes, int) or isinstance(bucket_bytes, bool) or bucket_bytes < 1:
-        raise ConfigError(f"bucket_bytes must be an int >= 1, got {bucket_bytes!r}")
+    check_int(bucket_bytes, "bucket_bytes", ge=1)
     buckets: list[list[int]] = []
     key: tuple[torch.device, torch.dtype] | None = None
     used = 0
@@ -64,13 +59,10 @@ def plan_buckets(
     return buckets
 
 
+@torch.no_grad()
 def _unflatten_into(flat: Tensor, tensors: Sequence[Tensor]) -> None:
-    offset = 0
-    with torch.no_grad():
-        for t in tensors:
-            n = t.numel()
-            t.copy_(flat[offset : offset + n].view(t.shape))
-            offset += n
+    for t, part in zip(tensors, flat.split([t.numel() for t in tensors]), strict=True):
+        t.copy_(part.view(t.shape))
 
 
 def _world(group: dist.ProcessGroup | None) -> int:
@@ -110,7 +102,7 @@ def all_reduce_buckets(
     """
     world = _world(group)
     average = isinstance(op, str)
-    if average and op != _AVG:
+    if average and op != "avg":
         raise ConfigError(f"op must be a torch.distributed.ReduceOp or 'avg', got {op!r}")
     red = dist.ReduceOp.SUM if average else op
     for idx in plan_buckets(tensors, bucket_bytes, wire_dtype):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,6 +181,10 @@ def rank_path(host: str, rank: int) -> str:
     return f"root/{safe}/rank{rank}"
 
 
+_LEAF_VALUES = ("loss", "throughput", "batches", "samples", "compute_ms", "sync_ms", "idle_ms")
+"""The :class:`RankMetrics` fields a rank's record-tree leaf shows."""
+
+
 def publish(monitor: Any, m: EpochMetrics) -> None:
     """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank becomes a leaf of the record
     tree (so the dashboard shows each rank, each host and the whole run), then the epoch line.
@@ -188,32 +193,17 @@ def publish(monitor: Any, m: EpochMetrics) -> None:
     ``root`` now has children and cannot hold records itself.
     """
     monitor.record_path = None
-    tree = monitor.records
     for r in m.per_rank:
-        tree.publish(
-            rank_path(r.host, r.rank),
-            {
-                "loss": r.loss,
-                "throughput": r.throughput,
-                "batches": float(r.batches),
-                "samples": float(r.samples),
-                "compute_ms": r.compute_ms,
-                "sync_ms": r.sync_ms,
-                "idle_ms": r.idle_ms,
-            },
-            step=m.epoch,
-        )
+        values = {k: float(getattr(r, k)) for k in _LEAF_VALUES}
+        monitor.records.publish(rank_path(r.host, r.rank), values, step=m.epoch)
     if m.epoch < monitor.total:
         monitor.log(m.epoch, m.epoch_ms / 1000.0, m.monitor_values())
 
 
 def close_ranks(monitor: Any, metrics: list[EpochMetrics]) -> None:
     """Mark every rank leaf finished so a quiet, completed rank is not reported lost."""
-    if not metrics:
-        return
-    for r in metrics[-1].per_rank:
-        path = rank_path(r.host, r.rank)
-        if path in monitor.records:
+    for r in metrics[-1].per_rank if metrics else []:
+        if (path := rank_path(r.host, r.rank)) in monitor.records:
             monitor.records.close(path)
 
 
@@ -257,12 +247,11 @@ def combine_ranks(
             )
         )
     loss_n = sum(d["loss_n"] for d in ranks)
-    scal_sum: dict[str, float] = {}
-    scal_n: dict[str, int] = {}
+    scal_sum: Counter[str] = Counter()
+    scal_n: Counter[str] = Counter()
     for d in ranks:
-        for k, v in d["sums"].items():
-            scal_sum[k] = scal_sum.get(k, 0.0) + v
-            scal_n[k] = scal_n.get(k, 0) + d["counts"][k]
+        scal_sum.update(d["sums"])
+        scal_n.update(d["counts"])
     return EpochMetrics(
         epoch=epoch,
         avg_loss=sum(d["loss_sum"] for d in ranks) / loss_n if loss_n else math.nan,
