@@ -1,13 +1,11 @@
 """Collectives over many tensors at once: flatten into buckets, one collective per bucket.
 
-One ``all_reduce`` per parameter pays the collective's fixed latency (2-6 ms on gloo) once per
-tensor; flattening consecutive tensors of the same device and dtype into ~25 MB buckets pays it
-once per bucket, as ``DistributedDataParallel`` does. The results are copied back into the
-original tensors, so callers keep their own storage (parameters, gradients, buffers).
-
-``wire_dtype=torch.bfloat16`` halves the bytes of float32 tensors on the wire: each bucket is
-cast before the collective and cast back after. The sum is then accumulated in bfloat16 (8 bits of
-mantissa), which is the price of the halved traffic; integer tensors are never cast.
+Consecutive tensors of one device and dtype are flattened into ~25 MB buckets, so a collective's
+fixed latency (2-6 ms on gloo) is paid once per bucket rather than per tensor, as
+``DistributedDataParallel`` does; the results are copied back into the callers' own tensors.
+``wire_dtype=torch.bfloat16`` halves the bytes of float tensors on the wire (cast before, cast
+back after: the sum is accumulated in bfloat16, the price of the halved traffic); integer
+tensors are never cast.
 """
 
 from __future__ import annotations
@@ -88,17 +86,15 @@ def all_reduce_buckets(
     Args:
         tensors: the tensors to reduce (any shapes; same list layout on every rank). Each is
             overwritten with the reduced value.
-        op: a ``torch.distributed.ReduceOp`` (``SUM``, ``MAX``, ...) or ``"avg"`` for the mean
-            over ranks (a sum divided by the world size, so it also works on gloo, which has no
-            ``AVG``).
+        op: a ``torch.distributed.ReduceOp`` (``SUM``, ``MAX``, ...) or ``"avg"``: the mean
+            over ranks (a sum divided by the world size: gloo has no ``AVG``).
         prescale: multiply each rank's values by this before the collective (e.g. a weight
             ``count/total`` for a weighted sum); applied before the cast to ``wire_dtype``.
         wire_dtype: e.g. ``torch.bfloat16`` to halve the bytes of float32 tensors.
         group: the process group (default: the world).
         bucket_bytes: bucket capacity on the wire.
 
-    Raises:
-        DdpError: no process group is initialised.
+    A :class:`DdpError` when no process group is initialised.
     """
     world = _world(group)
     average = isinstance(op, str)

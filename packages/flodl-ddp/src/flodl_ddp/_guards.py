@@ -62,9 +62,9 @@ class ConvergenceAction:
         return self.kind is ActionKind.STABLE
 
     def __str__(self) -> str:
-        if self.kind is ActionKind.NUDGE_DOWN:
-            return f"NUDGE_DOWN({self.factor:g})"
-        return self.kind.name
+        return (
+            f"NUDGE_DOWN({self.factor:g})" if self.kind is ActionKind.NUDGE_DOWN else self.kind.name
+        )
 
 
 ConvergenceAction.STABLE = ConvergenceAction(ActionKind.STABLE)
@@ -219,13 +219,7 @@ class MsfGuard(ConvergenceGuard):
         self.reset()
 
     def reset(self) -> None:
-        self._prev: float | None = None
-        self._m = 0.0
-        self._t = 0
-        self._lambda_raw: float | None = None
-        self._lambda_ema: float | None = None
-        self._soft = 0
-        self._hard = 0
+        self.load_state_dict(self._FRESH)
 
     @property
     def lambda_ema(self) -> float | None:
@@ -261,14 +255,16 @@ class MsfGuard(ConvergenceGuard):
             out.update(lambda_raw=self._lambda_raw, lambda_ema=self._lambda_ema)
         return out
 
-    _STATE = ("prev", "m", "t", "lambda_raw", "lambda_ema", "soft", "hard")
+    _FRESH: ClassVar[dict[str, Any]] = dict(  # the estimator's state, as reset() leaves it
+        prev=None, m=0.0, t=0, lambda_raw=None, lambda_ema=None, soft=0, hard=0
+    )
 
     def state_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, f"_{key}") for key in self._STATE}
+        return {key: getattr(self, f"_{key}") for key in self._FRESH}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_state_keys("MsfGuard", state, self._STATE)
-        for key in self._STATE:
+        check_state_keys("MsfGuard", state, self._FRESH)
+        for key in self._FRESH:
             setattr(self, f"_{key}", state[key])
 
     def __repr__(self) -> str:

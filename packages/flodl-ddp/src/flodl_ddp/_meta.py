@@ -38,6 +38,7 @@ SETTLED_BAND = 0.10
 STREAK = {Phase.WARMUP: (5, 0.3), Phase.STABLE: (3, 0.5), Phase.MATURE: (2, 0.7)}
 """Per phase: (verdicts in a row that fire, base factor)."""
 FACTOR_RANGE = (0.1, 0.95)
+_STATE = ("lrs", "anchors", "verdicts")  # the windows a checkpoint keeps
 
 
 def _clamp(x: float) -> float:
@@ -81,11 +82,10 @@ class MetaController:
         if phase is Phase.PROBE:
             return None
         factors = []
-        if len(self._lrs) >= 2:
-            prev, now = self._lrs[-2], self._lrs[-1]
-            if prev > 0 and (prev - now) / prev > LR_CLIFF:
-                factors.append(_clamp(LR_CLIFF_BASE - (1 - LR_CLIFF_BASE) * trend))
-                self._last["lr_cliff"] = 1.0
+        prev, now = self._lrs[-2] if len(self._lrs) >= 2 else 0.0, self._lrs[-1]
+        if prev > 0 and (prev - now) / prev > LR_CLIFF:
+            factors.append(_clamp(LR_CLIFF_BASE - (1 - LR_CLIFF_BASE) * trend))
+            self._last["lr_cliff"] = 1.0
         k, base = STREAK[phase]
         recent = list(self._verdicts)[-k:]
         if len(recent) == k and all(recent):
@@ -103,18 +103,14 @@ class MetaController:
         return dict(self._last)
 
     def reset(self) -> None:
-        self.load_state_dict({"lrs": [], "anchors": [], "verdicts": []})
+        self.load_state_dict(dict.fromkeys(_STATE, ()))
         self._last: dict[str, float] = {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "lrs": list(self._lrs),
-            "anchors": list(self._anchors),
-            "verdicts": list(self._verdicts),
-        }
+        return {key: list(getattr(self, f"_{key}")) for key in _STATE}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_state_keys("MetaController", state, ("lrs", "anchors", "verdicts"))
+        check_state_keys("MetaController", state, _STATE)
         self._lrs = deque(map(float, state["lrs"]), maxlen=LR_WINDOW)
         self._anchors = deque(map(int, state["anchors"]), maxlen=ANCHOR_WINDOW)
         self._verdicts = deque(map(bool, state["verdicts"]), maxlen=VERDICT_WINDOW)

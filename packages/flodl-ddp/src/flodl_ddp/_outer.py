@@ -1,19 +1,15 @@
 """Outer optimizers: turn each averaging into a step on the global weights.
 
-Local SGD averages the replicas every so many steps. An outer optimizer sits between the average
-and the broadcast: it treats the *pseudo-gradient*
+An outer optimizer sits between the average and the broadcast: it treats the *pseudo-gradient*
+``Δ = θ_global − θ_avg`` (how far the count-weighted average of the replicas moved from the
+global weights the window started from) as a gradient and steps the global weights with it.
+:class:`OuterAvg` is plain averaging (``θ_global ← θ_avg``: SGD with lr 1 on Δ); :class:`SlowMo`
+and :class:`DiLoCo` add momentum across windows, which lets long windows (hundreds of local
+steps) keep the accuracy of frequent averaging.
 
-    Δ = θ_global − θ_avg
-
-(how far the count-weighted average of the replicas moved away from the global weights they
-started the window from) as a gradient, and steps the global weights with it. With
-:class:`OuterAvg` the step is plain averaging (``θ_global ← θ_avg``, i.e. SGD with lr 1 on Δ);
-:class:`SlowMo` and :class:`DiLoCo` add momentum across windows, which lets long windows (hundreds
-of local steps) keep the accuracy of frequent averaging.
-
-Every optimizer works on lists of tensors in place (``global_params[i]`` and ``averaged[i]`` of
-equal shapes), keeps its state across windows, and saves it with ``state_dict()`` (tensors are
-CPU copies; everything else plain JSON types).
+Every optimizer works in place on lists of tensors (``global_params[i]`` and ``averaged[i]`` of
+equal shapes), keeps its state across windows and saves it with ``state_dict()`` (tensors as CPU
+copies, everything else plain JSON types).
 """
 
 from __future__ import annotations

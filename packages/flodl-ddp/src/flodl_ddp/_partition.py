@@ -102,10 +102,8 @@ def split_sizes(n_samples: int, ranks: int | Sequence[float]) -> list[int]:
     ties to the lower rank), so the sizes sum to ``n_samples`` exactly and each is within one of
     its exact share. A rank with a positive share never gets 0: if rounding would leave it empty
     it takes one sample from the currently largest slice. A share of 0 gets nothing (a rank that
-    left the run).
-
-    Raises:
-        ConfigError: bad shares, or fewer samples than ranks with a positive share.
+    left the run). A :class:`ConfigError` for bad shares, or fewer samples than ranks with a
+    positive share.
     """
     check_int(n_samples, "n_samples", ge=0)
     shares = _shares(ranks)
@@ -148,12 +146,8 @@ def partition(
         seed: the run's base seed (>= 0), the same on every rank.
         shuffle: ``False`` keeps the order ``0..N-1``.
 
-    Returns:
-        A :class:`Partition`: ``plan[r]`` is a ``range`` of positions in the epoch order,
-        ``plan.indices(r)`` the sample indices themselves.
-
-    Raises:
-        ConfigError: naming the bad argument.
+    ``plan[r]`` is a ``range`` of positions in the epoch order, ``plan.indices(r)`` the sample
+    indices themselves. A bad argument is a :class:`ConfigError` that names it.
     """
     check_int(epoch, "epoch", ge=0)
     check_int(seed, "seed", ge=0)
