@@ -1,8 +1,8 @@
 """Admission: every rank proves it holds the run's token before any weight or gradient moves.
 
-``fdl @cluster`` generates a fresh token for each run and hands it to every worker (on the
-worker's standard input, never on a command line); the rank processes find it in
-``FLODL_CLUSTER_TOKEN``. Before training, through the rendezvous store:
+``fdl @cluster`` hands a fresh token for each run to every worker on its standard input (never
+on a command line); the ranks find it in ``FLODL_CLUSTER_TOKEN``. Before training, through the
+rendezvous store:
 
 1. rank 0 puts a random ``nonce``;
 2. every other rank ``r`` puts its own random ``salt_r`` and

@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from ._elastic import interface_names, ipv4_address
+from ._store import listen_store
 
 PYTHONS = ("python", "python3", f"python3.{sys.version_info.minor}")
 STOP_GRACE_S = 3.0  # after stdin closes: SIGTERM torchrun, then SIGKILL what is left
@@ -60,8 +61,6 @@ def interface_address(ifname: str) -> str:
 
 def bound_store(addr: str, port: int, timeout_s: float) -> Any:
     """A ``TCPStore`` server listening on ``addr:port`` only (not on every interface)."""
-    from ._store import listen_store
-
     try:
         store = listen_store(addr, port, timeout_s=timeout_s, multi_tenant=True)
     except OSError as e:
@@ -147,10 +146,9 @@ def _split_endpoint(endpoint: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     opts, torchrun, command = parse(list(sys.argv[1:] if argv is None else argv))
-    token = sys.stdin.readline().strip()
-    os.environ["FLODL_CLUSTER_TOKEN"] = token
-    if not token:
-        del os.environ["FLODL_CLUSTER_TOKEN"]
+    os.environ.pop("FLODL_CLUSTER_TOKEN", None)
+    if token := sys.stdin.readline().strip():
+        os.environ["FLODL_CLUSTER_TOKEN"] = token
     os.environ["FLODL_CLUSTER_HOST"] = opts.name
     threading.Thread(target=_watch_stdin, name="fdl-cluster-stdin", daemon=True).start()
 

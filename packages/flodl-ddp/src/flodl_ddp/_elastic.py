@@ -2,26 +2,21 @@
 
 Elastic mode (``Trainer.builder(...).elastic(...)``) runs every rank as a torchft *replica*: a
 lighthouse in the launching process keeps the quorum of living ranks, each averaging round is a
-fault-tolerant all-reduce over a gloo group rebuilt for the current quorum, and a rank that
-(re)joins receives the current weights and optimizer state from a living peer ("heal").
+fault-tolerant all-reduce over a gloo group rebuilt for the quorum, and a rank that (re)joins
+receives the weights and optimizer state from a living peer ("heal"). torchft is an optional
+extra (``pip install flodl-ddp[ft]``, Linux x86_64), imported only when elastic mode is asked for.
 
-torchft is an optional extra (``pip install flodl-ddp[ft]``, Linux x86_64): it is imported only
-when elastic mode is asked for.
+torchft's own servers bind every interface and its heal path unpickles what a peer sends. flodl:
 
-What listens where. torchft's own servers bind every interface and its own heal path unpickles
-what a peer sends. flodl therefore:
-
-- binds the lighthouse, every rank's manager server, heal server, rendezvous store and gloo
-  sockets to one address: ``127.0.0.1`` by default, or the address of an interface the user
-  names as trusted (``trusted_interface="eth1"``);
-- replaces torchft's heal transport with one that sends a flodl state file (JSON structure plus
-  raw tensor bytes, no pickle) and answers only requests that carry the run's random token;
-- refuses a non-loopback setup (a non-loopback ``host``, ``GLOO_SOCKET_IFNAME`` naming another
-  interface, a non-loopback ``MASTER_ADDR``) unless a trusted interface is named;
-- logs every port and the address it is bound to when the run starts.
+- binds the lighthouse, every manager and heal server, the store and gloo sockets to one
+  address: ``127.0.0.1``, or that of an interface named trusted (``trusted_interface="eth1"``);
+- heals through its own transport: a flodl state file (JSON plus raw tensor bytes, no pickle),
+  sent only to requests that carry the run's random token;
+- refuses a non-loopback ``host``, ``GLOO_SOCKET_IFNAME`` or ``MASTER_ADDR`` unless a trusted
+  interface is named, and logs every port and the address it is bound to when the run starts.
 
 The quorum protocol itself (lighthouse and manager RPCs) is not authenticated: a machine that
-can reach those ports can join or disturb the quorum. Use a trusted interface only on a network
+can reach those ports can join or disturb the quorum. Name a trusted interface only on a network
 where every machine is yours.
 """
 
@@ -48,9 +43,8 @@ class ElasticOptions:
     Attributes:
         min_ranks: fewer living ranks than this fail the run (>= 1).
         heartbeat_timeout: seconds without a heartbeat before the lighthouse drops a rank.
-        hang_timeout: seconds a rank may sit inside a training step without finishing a batch
-            before the watchdog kills it (a rank hung in Python keeps heartbeating, so the
-            lighthouse alone would keep waiting for it).
+        hang_timeout: seconds a rank may spend in a training step without finishing a batch
+            before the watchdog kills it (a rank hung in Python still heartbeats).
         max_restarts: dead ranks the launcher restarts by itself, in all (0: none; restart one
             yourself with ``handle.restart_rank(r)``).
         trusted_interface: a network interface (``"eth1"``) whose address every server binds;
@@ -175,12 +169,9 @@ class Exposure:
 
 
 def resolve_exposure(opts: ElasticOptions, env: dict[str, str] | None = None) -> Exposure:
-    """The address every elastic server binds, after the security rules of the module doc.
-
-    Raises:
-        ConfigError: a non-loopback setup without ``trusted_interface``, an unknown interface,
-            or a ``host`` that is not the trusted interface's address.
-    """
+    """The address every elastic server binds, after the rules of the module doc: a
+    :class:`ConfigError` for a non-loopback setup without ``trusted_interface``, an unknown
+    interface, or a ``host`` that is not the trusted interface's address."""
     env = dict(os.environ) if env is None else env
     iface = opts.trusted_interface
     if iface is not None:

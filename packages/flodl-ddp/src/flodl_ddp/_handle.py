@@ -68,9 +68,8 @@ class DdpHandle:
     - :meth:`timeline` is the merged per-rank timeline when ``.timeline(True)`` was set;
     - :attr:`reports` holds the progress reports within epochs (``reports_per_epoch``).
 
-    ``record_log`` and ``save_dashboard`` (folder, file) write the run's record tree as JSONL as
-    it grows and the offline dashboard when the run ends, through ``monitor`` (a silent one is
-    made when none is given).
+    ``record_log`` (a folder: the record tree as JSONL as it grows) and ``save_dashboard`` (a
+    file: the offline dashboard at the end) go through ``monitor``, or a silent one.
     """
 
     def __init__(
@@ -84,9 +83,7 @@ class DdpHandle:
         save_dashboard: str | None = None,
         epochs: int = 1,
     ) -> None:
-        self._world_size = world_size
-        self._devices = list(devices)
-        self._metrics_fn = metrics_fn
+        self._world_size, self._devices, self._metrics_fn = world_size, list(devices), metrics_fn
         if monitor is None and (record_log or save_dashboard):
             from flodl_monitor import Monitor
 
@@ -96,7 +93,7 @@ class DdpHandle:
             monitor.record_log(record_log)
         self._dashboard = save_dashboard
         self._supervisor: Any = None
-        self._keep: Any = None
+        self._keep: Any = None  # what must live as long as a spawned run (its store)
         self.events: list[dict[str, Any]] = []
         """Elastic runs: what happened to the ranks, in order (``died``, ``restarted``,
         ``watchdog``, ``healed``, ``rollback``)."""

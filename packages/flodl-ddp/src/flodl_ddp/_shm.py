@@ -37,6 +37,7 @@ HEADER_BYTES = 64
 """Bytes before a shared file's payload: the nonce (16) and room to spare (keeps it aligned)."""
 _ALIGN = 64  # every region starts on a cache line
 PREFIX, SUFFIX = "flodl-ddp-", ".shm"
+Specs = Sequence[tuple[int, torch.dtype]]  # one (numel, dtype) per tensor of a slot
 
 
 def _shm_dir() -> str:
@@ -63,9 +64,7 @@ class SharedSlots:
     convention only rank ``r`` writes it).
     """
 
-    def __init__(
-        self, mm: mmap.mmap, specs: Sequence[tuple[int, torch.dtype]], world: int, path: str
-    ) -> None:
+    def __init__(self, mm: mmap.mmap, specs: Specs, world: int, path: str) -> None:
         self._mm = mm  # the tensors below borrow its memory: keep it alive as long as they are
         self.path = path
         """Where the file was while the ranks mapped it (unlinked since)."""
@@ -82,19 +81,15 @@ class SharedSlots:
             self.slots.append(row)
 
     @staticmethod
-    def nbytes(specs: Sequence[tuple[int, torch.dtype]], world: int) -> int:
+    def nbytes(specs: Specs, world: int) -> int:
         """The mapping's size: the header, then ``world`` slots of aligned regions."""
         return HEADER_BYTES + world * sum(_aligned(n * d.itemsize) for n, d in specs)
 
     @classmethod
-    def open(
-        cls, comm: Comm, specs: Sequence[tuple[int, torch.dtype]], eligible: bool
-    ) -> SharedSlots | None:
+    def open(cls, comm: Comm, specs: Specs, eligible: bool) -> SharedSlots | None:
         """Map one shared file on every rank, or ``None`` on every rank when any rank cannot
-        (another host, no writable folder, or ``eligible`` false on some rank).
-
-        A collective over ``comm``: every rank calls it at the same point.
-        """
+        (another host, no writable folder, or ``eligible`` false on some rank). A collective
+        over ``comm``: every rank calls it at the same point."""
         shared = map_shared(comm, "shm", cls.nbytes(specs, comm.world_size), eligible)
         return None if shared is None else cls(shared[0], specs, comm.world_size, shared[1])
 

@@ -76,14 +76,12 @@ def _pct(name: str, value: object) -> float | None:
 
 
 def _json_value(key: str, value: object) -> Any:
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ConfigError(f"event field {key}={value!r} is not finite (JSON cannot hold it)")
-        return value
     if hasattr(value, "item") and callable(value.item):  # a 0-d tensor or numpy scalar
-        return _json_value(key, value.item())
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"event field {key}={value!r} is not finite (JSON cannot hold it)")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
     raise ConfigError(
         f"event field {key} is a {type(value).__name__}; use None, bool, int, float or str"
     )

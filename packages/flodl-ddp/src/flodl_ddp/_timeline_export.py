@@ -19,19 +19,13 @@ _LANE_H, _UTIL_H, _LEFT, _WIDTH = 26, 34, 70, 1100
 _PLOT_W = _WIDTH - _LEFT - 10
 
 _PAGE = Template("""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>$title</title>
-<style>
-body{font:14px system-ui,sans-serif;margin:24px;color:#222}
+<html lang="en"><head><meta charset="utf-8"><title>$title</title><style>
+body{font:14px system-ui,sans-serif;margin:24px;color:#222} .key{margin-right:14px}
 .lane,.tick{font:12px system-ui,sans-serif;fill:#333}
-.key{margin-right:14px} .key i{display:inline-block;width:12px;height:12px;margin-right:4px;
-vertical-align:middle}
-table{border-collapse:collapse;margin-top:12px}
-td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}
-td:first-child,th:first-child{text-align:left}
-</style></head><body>
-<h1>$title</h1>
-<p>$facts</p>
-<p>$legend</p>
+.key i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}
+table{border-collapse:collapse;margin-top:12px} td:first-child,th:first-child{text-align:left}
+td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}</style></head><body>
+<h1>$title</h1><p>$facts</p><p>$legend</p>
 $svg
 <table><tr><th>rank</th><th>compute s</th><th>sync s</th><th>data s</th><th>idle s</th>
 <th>busy</th><th>idle</th><th>CPU avg</th><th>GPU avg</th></tr>$rows</table>
