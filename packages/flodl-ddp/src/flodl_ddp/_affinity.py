@@ -44,12 +44,8 @@ def check_bindable(local_world: int, threads_per_rank: int | None) -> None:
 
 def cores_for(local_rank: int, local_world: int, threads_per_rank: int | None) -> list[int]:
     """The cores of local rank ``local_rank`` out of ``local_world`` ranks on this host: the
-    ``local_rank``-th of ``local_world`` equal slices of :func:`usable_cores`.
-
-    Raises:
-        ConfigError: fewer usable cores than ranks, or a slice smaller than
-            ``threads_per_rank`` (its threads would share cores while bound to them).
-    """
+    ``local_rank``-th of ``local_world`` equal slices of :func:`usable_cores`. A
+    :class:`ConfigError` when a slice would be empty or smaller than ``threads_per_rank``."""
     cores = usable_cores()
     per = len(cores) // local_world
     need = max(1, threads_per_rank or 1)

@@ -82,12 +82,10 @@ class RankMetrics:
         compute_ms: time spent training (forward, backward, optimizer, slowdown sleep).
         sync_ms: time spent averaging.
         idle_ms: time spent waiting for other ranks.
-        comm_bytes: bytes it handed to all-reduce (the averaged parameters and buffers, or in
-            sync mode the gradient buckets; a ring all-reduce moves ``2 (W-1)/W`` of that over
-            each rank's link).
+        comm_bytes: bytes it handed to all-reduce (averaged parameters and buffers; sync mode:
+            gradient buckets); a ring all-reduce moves ``2 (W-1)/W`` of it over each link.
         peak_memory_bytes: the most device memory its tensors have held since it started
-            (``torch.cuda.max_memory_allocated``); 0 on a CPU device, where torch keeps no count,
-            and in elastic runs, whose ranks exchange only their loss and times.
+            (``torch.cuda.max_memory_allocated``); 0 on a CPU device and in elastic runs.
     """
 
     rank: int
@@ -111,8 +109,7 @@ class EpochMetrics:
     Attributes:
         epoch: 0-based epoch number.
         avg_loss: mean training loss over every batch of every rank.
-        epoch_ms: the epoch's wall time (the slowest rank's), training only: rank 0's
-            ``eval_fn`` runs after it.
+        epoch_ms: the epoch's wall time (the slowest rank's), training only (``eval_fn`` after).
         scalars: per name, the mean of every :func:`record_scalar` call this epoch.
         per_rank: one :class:`RankMetrics` per rank, in rank order.
         per_rank_throughput: samples per second of each rank.
@@ -182,16 +179,12 @@ def rank_path(host: str, rank: int) -> str:
 
 
 _LEAF_VALUES = ("loss", "throughput", "batches", "samples", "compute_ms", "sync_ms", "idle_ms")
-"""The :class:`RankMetrics` fields a rank's record-tree leaf shows."""
 
 
 def publish(monitor: Any, m: EpochMetrics) -> None:
     """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank becomes a leaf of the record
-    tree (so the dashboard shows each rank, each host and the whole run), then the epoch line.
-
-    The run owns the record tree: the monitor's own ``record_path`` is switched off, since
-    ``root`` now has children and cannot hold records itself.
-    """
+    tree (the dashboard shows each rank, each host and the run), then the epoch line. The run owns
+    the tree: the monitor's own ``record_path`` is switched off (``root`` now has children)."""
     monitor.record_path = None
     for r in m.per_rank:
         values = {k: float(getattr(r, k)) for k in _LEAF_VALUES}

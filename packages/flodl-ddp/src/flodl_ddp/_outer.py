@@ -39,6 +39,11 @@ def _check(global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
             )
 
 
+def _cpu(v: Any) -> Any:
+    """What a state dict keeps of ``v``: a CPU copy of a tensor, anything else as it is."""
+    return v.detach().cpu().clone() if isinstance(v, Tensor) else v
+
+
 class OuterOptimizer:
     """Base class: ``step(global_params, averaged)`` updates ``global_params`` in place.
 
@@ -89,9 +94,7 @@ class _MomentumOuter(OuterOptimizer):
         bufs = self._buf
         if bufs is None:
             return None
-        if len(bufs) != len(like) or any(
-            b.shape != t.shape for b, t in zip(bufs, like, strict=True)
-        ):
+        if [b.shape for b in bufs] != [t.shape for t in like]:
             raise CheckpointError(
                 "outer optimizer state does not match the model: "
                 f"{[tuple(b.shape) for b in bufs]} vs {[tuple(t.shape) for t in like]}"
@@ -99,10 +102,7 @@ class _MomentumOuter(OuterOptimizer):
         return [b.to(device=t.device, dtype=t.dtype) for b, t in zip(bufs, like, strict=True)]
 
     def state_dict(self) -> dict[str, Any]:
-        bufs = self._buf
-        return {
-            "momentum_buffer": None if bufs is None else [b.detach().cpu().clone() for b in bufs]
-        }
+        return {"momentum_buffer": None if self._buf is None else [_cpu(b) for b in self._buf]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_state_keys(type(self).__name__, state, ["momentum_buffer"])
@@ -198,10 +198,9 @@ class TorchOuter(OuterOptimizer):
                 raise ConfigError(
                     f"factory returned {type(opt).__name__}, expected a torch.optim.Optimizer"
                 )
-            self._optimizer = opt
-            if self._pending is not None:
+            if self._pending:
                 opt.load_state_dict(self._pending)
-                self._pending = None
+            self._optimizer, self._pending = opt, None
         assert self._optimizer is not None
         if len(self._params) != len(params):
             raise ConfigError(
@@ -221,11 +220,7 @@ class TorchOuter(OuterOptimizer):
         if self._optimizer is None:
             return dict(self._pending or {})
         state = self._optimizer.state_dict()
-
-        def cpu(v: Any) -> Any:
-            return v.detach().cpu().clone() if isinstance(v, Tensor) else v
-
-        moments = {k: {n: cpu(v) for n, v in s.items()} for k, s in state["state"].items()}
+        moments = {k: {n: _cpu(v) for n, v in s.items()} for k, s in state["state"].items()}
         return {"state": moments, "param_groups": state["param_groups"]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -52,12 +52,8 @@ class Slowdown:
 
     def after_batch(self, started: float) -> float:
         """Owe ``factor x min(took, reference) - took`` for a batch that took ``took`` seconds
-        (``time.perf_counter() - started``); pay once the debt reaches ``pay_every_s``. Returns
-        the seconds paid now.
-
-        On CUDA the device is synchronised first, so the measured time is the kernels' time and
-        not the launch time.
-        """
+        (``time.perf_counter() - started``; on CUDA after a synchronise, so the kernels' time);
+        pay once the debt reaches ``pay_every_s``. Returns the seconds paid now."""
         if not self.active:
             return 0.0
         if self._device.type == "cuda":

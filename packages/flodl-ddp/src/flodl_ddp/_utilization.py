@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from flodl_core import ConfigError, check_finite
 
 MIN_INTERVAL_S = 0.1
@@ -117,12 +119,10 @@ class UtilizationSampler:
         return UtilizationSample(now, interval, pct, self._read_gpu())
 
     def _read_gpu(self) -> float | None:
-        if self._gpu is None:
-            return None
         try:
-            v = self._gpu()
+            v = None if self._gpu is None else self._gpu()
         except Exception:  # a driver hiccup must not stop training: no reading this time
-            return None
+            v = None
         ok = isinstance(v, (int, float)) and math.isfinite(v)
         return min(100.0, max(0.0, float(v))) if ok else None  # type: ignore[arg-type]
 
@@ -149,8 +149,6 @@ def _cuda_index(device: Any) -> int | None:
     if idx:
         return int(idx)
     try:
-        import torch
-
         return int(torch.cuda.current_device())
     except Exception:
         return 0
@@ -160,8 +158,6 @@ def torch_gpu_reader(index: int) -> GpuReader | None:
     """``torch.cuda.utilization(index)`` when it answers here (it needs NVML's Python binding),
     else ``None``."""
     try:
-        import torch
-
         torch.cuda.utilization(index)
     except Exception:
         return None
