@@ -1,8 +1,8 @@
 """Admission: every rank proves it holds the run's token before any weight or gradient moves.
 
-``fdl @cluster`` generates a fresh token for each run and hands it to every worker (on the
-worker's standard input, never on a command line); the rank processes find it in
-``FLODL_CLUSTER_TOKEN``. Before training, through the rendezvous store:
+``fdl @cluster`` hands a fresh token for each run to every worker on its standard input (never
+on a command line); the ranks find it in ``FLODL_CLUSTER_TOKEN``. Before training, through the
+rendezvous store:
 
 1. rank 0 puts a random ``nonce``;
 2. every other rank ``r`` puts its own random ``salt_r`` and
@@ -34,8 +34,7 @@ _RUNS = itertools.count()
 
 def token_from_env() -> str | None:
     """The run token, or None when this run was not started with one."""
-    token = os.environ.get(TOKEN_ENV, "")
-    return token or None
+    return os.environ.get(TOKEN_ENV) or None
 
 
 def new_token() -> str:
@@ -90,8 +89,7 @@ def admit(
             answer = _get(store, f"{base}/proof/{r}", timeout_s, rank, host, f"rank {r}'s proof")
             salt, _, proof = answer.partition("|")
             peer_host, _, proof = proof.partition("|")
-            expected = _mac(token, "worker", nonce, r, world_size, salt)
-            if hmac.compare_digest(expected, proof):
+            if hmac.compare_digest(_mac(token, "worker", nonce, r, world_size, salt), proof):
                 mine = _mac(token, "controller", nonce, r, world_size, salt)
                 store.set(f"{base}/verdict/{r}", f"ok|{mine}".encode())
             else:

@@ -1,12 +1,5 @@
-"""Binding each rank of a host to its own CPU cores (``TrainerBuilder.bind_cores()``).
-
-Left to the scheduler, the ranks of one host and their helper threads (gloo, the store, the
-launcher's watcher) move between cores as they block and wake: a rank that waited at an
-averaging round often resumes on the core another rank just warmed, behind a helper thread, or
-on cold caches. On a 2-core VM, in seven interleaved pairs of ddp-bench runs (logistic
-regression on MNIST, rank 1 slowed 2x), the cadence and async modes' median speedups over the
-fast rank alone were 1.34-1.37x bound against 1.11-1.27x unbound. It is the same idea as
-DeepSpeed's ``--bind_cores_to_rank`` and Intel's multi-instance CPU launcher.
+"""Binding each rank of a host to its own CPU cores (``TrainerBuilder.bind_cores()``), so ranks
+stop resuming on cores another rank just warmed (measured: ARCHITECTURE-NOTES.md, ``_affinity``).
 
 Local rank ``r`` of ``n`` gets the ``r``-th of ``n`` equal consecutive slices of the cores this
 process may use (``os.sched_getaffinity``, so a container's or ``taskset``'s narrower set is
@@ -15,10 +8,9 @@ its main thread as it starts, before torch starts its thread pools, so every thr
 afterwards (intra-op threads, gloo's) inherits it. Under torchrun the rank is the caller's own
 process, whose other threads are left alone: the training thread is bound, with what it starts
 (gloo's threads too when the run creates the process group). The rank's torch thread count is
-unchanged (``threads_per_rank``, or one on a CPU rank). It is off by default: a bound rank
-cannot move away from a core something else is using.
-
-Linux only (``os.sched_setaffinity``); elsewhere asking for it is a :class:`ConfigError`.
+unchanged (``threads_per_rank``, or one on a CPU rank). Off by default: a bound rank cannot move
+away from a core something else is using. Linux only (``os.sched_setaffinity``); elsewhere asking
+for it is a :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -52,12 +44,8 @@ def check_bindable(local_world: int, threads_per_rank: int | None) -> None:
 
 def cores_for(local_rank: int, local_world: int, threads_per_rank: int | None) -> list[int]:
     """The cores of local rank ``local_rank`` out of ``local_world`` ranks on this host: the
-    ``local_rank``-th of ``local_world`` equal slices of :func:`usable_cores`.
-
-    Raises:
-        ConfigError: fewer usable cores than ranks, or a slice smaller than
-            ``threads_per_rank`` (its threads would share cores while bound to them).
-    """
+    ``local_rank``-th of ``local_world`` equal slices of :func:`usable_cores`. A
+    :class:`ConfigError` when a slice would be empty or smaller than ``threads_per_rank``."""
     cores = usable_cores()
     per = len(cores) // local_world
     need = max(1, threads_per_rank or 1)

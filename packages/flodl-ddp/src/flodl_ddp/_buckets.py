@@ -1,13 +1,11 @@
 """Collectives over many tensors at once: flatten into buckets, one collective per bucket.
 
-One ``all_reduce`` per parameter pays the collective's fixed latency (2-6 ms on gloo) once per
-tensor; flattening consecutive tensors of the same device and dtype into ~25 MB buckets pays it
-once per bucket, as ``DistributedDataParallel`` does. The results are copied back into the
-original tensors, so callers keep their own storage (parameters, gradients, buffers).
-
-``wire_dtype=torch.bfloat16`` halves the bytes of float32 tensors on the wire: each bucket is
-cast before the collective and cast back after. The sum is then accumulated in bfloat16 (8 bits of
-mantissa), which is the price of the halved traffic; integer tensors are never cast.
+Consecutive tensors of one device and dtype are flattened into ~25 MB buckets, so a collective's
+fixed latency (2-6 ms on gloo) is paid once per bucket rather than per tensor, as
+``DistributedDataParallel`` does; the results are copied back into the callers' own tensors.
+``wire_dtype=torch.bfloat16`` halves the bytes of float tensors on the wire (cast before, cast
+back after: the sum is accumulated in bfloat16, the price of the halved traffic); integer
+tensors are never cast.
 """
 
 from __future__ import annotations
@@ -18,21 +16,17 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_int
 
 from ._errors import DdpError
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 """Bucket capacity, as ``DistributedDataParallel``'s default ``bucket_cap_mb=25``."""
 
-_AVG = "avg"
-
 
 def _wire(t: Tensor, wire_dtype: torch.dtype | None) -> torch.dtype:
     """The dtype ``t`` travels in: ``wire_dtype`` for floating tensors, else its own."""
-    if wire_dtype is not None and t.is_floating_point():
-        return wire_dtype
-    return t.dtype
+    return wire_dtype if wire_dtype is not None and t.is_floating_point() else t.dtype
 
 
 def plan_buckets(
@@ -46,8 +40,7 @@ def plan_buckets(
     The grouping depends only on the tensors' order, shapes, dtypes and devices, so replicas of
     one model on every rank make the same buckets and their collectives pair up.
     """
-    if not isinstance(bucket_bytes, int) or isinstance(bucket_bytes, bool) or bucket_bytes < 1:
-        raise ConfigError(f"bucket_bytes must be an int >= 1, got {bucket_bytes!r}")
+    check_int(bucket_bytes, "bucket_bytes", ge=1)
     buckets: list[list[int]] = []
     key: tuple[torch.device, torch.dtype] | None = None
     used = 0
@@ -64,13 +57,10 @@ def plan_buckets(
     return buckets
 
 
+@torch.no_grad()
 def _unflatten_into(flat: Tensor, tensors: Sequence[Tensor]) -> None:
-    offset = 0
-    with torch.no_grad():
-        for t in tensors:
-            n = t.numel()
-            t.copy_(flat[offset : offset + n].view(t.shape))
-            offset += n
+    for t, part in zip(tensors, flat.split([t.numel() for t in tensors]), strict=True):
+        t.copy_(part.view(t.shape))
 
 
 def _world(group: dist.ProcessGroup | None) -> int:
@@ -96,21 +86,19 @@ def all_reduce_buckets(
     Args:
         tensors: the tensors to reduce (any shapes; same list layout on every rank). Each is
             overwritten with the reduced value.
-        op: a ``torch.distributed.ReduceOp`` (``SUM``, ``MAX``, ...) or ``"avg"`` for the mean
-            over ranks (a sum divided by the world size, so it also works on gloo, which has no
-            ``AVG``).
+        op: a ``torch.distributed.ReduceOp`` (``SUM``, ``MAX``, ...) or ``"avg"``: the mean
+            over ranks (a sum divided by the world size: gloo has no ``AVG``).
         prescale: multiply each rank's values by this before the collective (e.g. a weight
             ``count/total`` for a weighted sum); applied before the cast to ``wire_dtype``.
         wire_dtype: e.g. ``torch.bfloat16`` to halve the bytes of float32 tensors.
         group: the process group (default: the world).
         bucket_bytes: bucket capacity on the wire.
 
-    Raises:
-        DdpError: no process group is initialised.
+    A :class:`DdpError` when no process group is initialised.
     """
     world = _world(group)
     average = isinstance(op, str)
-    if average and op != _AVG:
+    if average and op != "avg":
         raise ConfigError(f"op must be a torch.distributed.ReduceOp or 'avg', got {op!r}")
     red = dist.ReduceOp.SUM if average else op
     for idx in plan_buckets(tensors, bucket_bytes, wire_dtype):

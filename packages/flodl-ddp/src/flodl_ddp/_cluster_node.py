@@ -1,48 +1,42 @@
 """The node agent ``fdl @cluster`` starts on each worker: torchrun, bound to one interface.
 
 ``python -m flodl_ddp._cluster_node --name=NAME [--ifname=IF] [--host-rendezvous]
-[--join-timeout=S] TORCHRUN_OPTIONS -- COMMAND...`` (the controller, ``flodl_cli.cluster``,
-builds this line; TORCHRUN_OPTIONS use torchrun's static rendezvous: ``--nnodes``,
-``--node-rank``, ``--rdzv-backend=static``, ``--rdzv-endpoint=HOST:PORT``).
+[--join-timeout=S] TORCHRUN_OPTIONS -- COMMAND...`` (built by the controller,
+``flodl_cli.cluster``; TORCHRUN_OPTIONS use torchrun's static rendezvous: ``--nnodes``,
+``--node-rank``, ``--rdzv-backend=static``, ``--rdzv-endpoint=HOST:PORT``). The agent:
 
 1. reads the run token from the first line of standard input and exports it to the ranks as
    ``FLODL_CLUSTER_TOKEN`` (an empty line: no admission);
-2. finds the IPv4 address of ``--ifname`` (a clear error when the interface is missing) and
-   hands it to torchrun as ``--local-addr``; ``GLOO_SOCKET_IFNAME`` is set by the launcher;
-3. with ``--host-rendezvous`` (the first worker, node rank 0), opens the rendezvous store on
-   ``HOST:PORT`` alone before torchrun starts: a ``TCPStore`` handed a socket bound to that
-   address (``master_listen_fd``, see :mod:`flodl_ddp._store`), with ``multi_tenant=True``.
-   torchrun's static rendezvous on node 0 then opens its own ``TCPStore(HOST, PORT,
-   is_master=True, multi_tenant=True)``, which torch documents to share the server of the
-   same process's store on that port: it is this one, so nothing listens on any other
-   interface. The ranks of every worker use that store too (torchrun's static rendezvous hands
-   them ``MASTER_ADDR``/``MASTER_PORT`` = ``HOST:PORT`` and ``TORCHELASTIC_USE_AGENT_STORE``):
-   the run opens no second store. Only documented torch API is used (torchrun's options,
-   ``TCPStore``'s ``master_listen_fd`` and ``multi_tenant``); nothing of torch is patched;
-4. puts this interpreter's ``bin`` folder first on ``PATH`` (as ``fdl`` does for a local
-   command), so a command line's ``python``/``torchrun`` is the worker's configured one, and runs
-   torchrun in this process; exits with the failing rank's exit code;
-5. stops torchrun (SIGTERM: it terminates its ranks) when standard input closes, which is how
-   the launcher stops a worker, and SIGKILLs whatever is left 3 s later (a rank blocked in a
-   collective over a dead link); so a dropped ssh connection leaves nothing behind.
+2. hands the IPv4 address of ``--ifname`` to torchrun as ``--local-addr`` (a clear error when
+   the interface is missing); ``GLOO_SOCKET_IFNAME`` is set by the launcher;
+3. with ``--host-rendezvous`` (node rank 0), opens the rendezvous store on ``HOST:PORT`` alone
+   before torchrun starts (a ``TCPStore`` on a socket bound to that address, ``multi_tenant``):
+   torchrun's static rendezvous and every rank share that one server, so nothing listens on
+   another interface (ARCHITECTURE-NOTES.md, ``_cluster_node``); nothing of torch is patched;
+4. puts this interpreter's ``bin`` folder first on ``PATH`` (a command line's ``python`` and
+   ``torchrun`` are the worker's configured ones), runs torchrun in this process and exits with
+   the failing rank's exit code;
+5. when standard input closes (how the launcher stops a worker; also a dropped ssh connection)
+   SIGTERMs torchrun, which terminates its ranks, and SIGKILLs whatever is left 3 s later (a rank
+   blocked in a collective over a dead link), so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import math
 import os
 import signal
 import socket
-import struct
 import sys
 import threading
 import time
 from typing import Any
 
-SIOCGIFADDR = 0x8915
+from ._elastic import interface_names, ipv4_address
+from ._store import listen_store
+
 PYTHONS = ("python", "python3", f"python3.{sys.version_info.minor}")
 STOP_GRACE_S = 3.0  # after stdin closes: SIGTERM torchrun, then SIGKILL what is left
 _KEEP: list[Any] = []  # stores must outlive main()'s locals while torchrun runs
@@ -50,27 +44,23 @@ _KEEP: list[Any] = []  # stores must outlive main()'s locals while torchrun runs
 
 def interface_address(ifname: str) -> str:
     """The IPv4 address of interface ``ifname``; an error naming the interfaces there."""
-    names = [n for _, n in socket.if_nameindex()]
+    names = interface_names()
     if ifname not in names:
         raise SystemExit(
             f"fdl cluster: interface {ifname!r} (socket_ifname) is not present on "
             f"{socket.gethostname()}; interfaces here: {', '.join(names)}"
         )
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            packed = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", ifname.encode()))
-        except OSError:
-            raise SystemExit(
-                f"fdl cluster: interface {ifname!r} has no IPv4 address on "
-                f"{socket.gethostname()}; give it one or name another socket_ifname"
-            ) from None
-    return socket.inet_ntoa(packed[20:24])
+    try:
+        return ipv4_address(ifname)
+    except OSError:
+        raise SystemExit(
+            f"fdl cluster: interface {ifname!r} has no IPv4 address on "
+            f"{socket.gethostname()}; give it one or name another socket_ifname"
+        ) from None
 
 
 def bound_store(addr: str, port: int, timeout_s: float) -> Any:
     """A ``TCPStore`` server listening on ``addr:port`` only (not on every interface)."""
-    from ._store import listen_store
-
     try:
         store = listen_store(addr, port, timeout_s=timeout_s, multi_tenant=True)
     except OSError as e:
@@ -87,21 +77,18 @@ def _descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (from /proc): torchrun starts its ranks in their own sessions,
     so a signal to our process group does not reach them."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
         except OSError:
             continue
-        ppid = int(stat.rsplit(b")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     out, todo = [], [pid]
     while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
+        found = children.get(todo.pop(), [])
+        out += found
+        todo += found
     return out
 
 
@@ -159,10 +146,9 @@ def _split_endpoint(endpoint: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     opts, torchrun, command = parse(list(sys.argv[1:] if argv is None else argv))
-    token = sys.stdin.readline().strip()
-    os.environ["FLODL_CLUSTER_TOKEN"] = token
-    if not token:
-        del os.environ["FLODL_CLUSTER_TOKEN"]
+    os.environ.pop("FLODL_CLUSTER_TOKEN", None)
+    if token := sys.stdin.readline().strip():
+        os.environ["FLODL_CLUSTER_TOKEN"] = token
     os.environ["FLODL_CLUSTER_HOST"] = opts.name
     threading.Thread(target=_watch_stdin, name="fdl-cluster-stdin", daemon=True).start()
 
@@ -184,12 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         run(args)
     except ChildFailedError as e:
         rank, failure = e.get_first_failure()
-        code = failure.exitcode if failure.exitcode and failure.exitcode > 0 else 1
-        print(
-            f"fdl cluster: rank {rank} on {opts.name} failed (exit code {failure.exitcode})",
-            file=sys.stderr,
-        )
-        return code
+        code = failure.exitcode
+        print(f"fdl cluster: rank {rank} on {opts.name} failed (exit code {code})", file=sys.stderr)
+        return code if code and code > 0 else 1
     except SignalException as e:
         return 128 + int(e.sigval)
     except Exception as e:

@@ -70,14 +70,10 @@ class TrainerConfig(_RunOptions):
             :func:`flodl_core.detect_gpus` sees, else one ``"cpu"`` rank.
         mode: one of the six modes (``"nccl-cadence"`` default; see :data:`flodl_ddp.MODES`).
         bf16_wire: send bfloat16 instead of float32 on the ``cpu`` backend (half the bytes).
-        shared_memory: cadence / async with every rank on one machine and the averaging buffer
-            in host memory (CPU ranks, or the ``cpu`` backend): average through a shared-memory
-            file instead of gloo (a 2-rank round measured 3-7x faster on a 2-core host). The
-            file holds one copy of the weights per rank, in ``/dev/shm``; when it does not fit
-            there, or the ranks span several hosts, or with ``bf16_wire``, the ranks keep gloo.
-            Their control counters (pool claims, "ready" and "stopped" counts) move to a small
-            shared table as well, microseconds instead of a store round trip each (any mode
-            but sync, any device, every rank on one host). ``False`` keeps gloo and the store.
+        shared_memory: cadence / async with every rank on one host and the averaging buffer in
+            host memory (CPU ranks, or the ``cpu`` backend): average through a file in
+            ``/dev/shm`` (one copy of the weights per rank) instead of gloo. The ranks keep gloo
+            when it does not fit, across hosts, or with ``bf16_wire``; ``False``: always gloo.
         anchor: ElChe's initial anchor (batches of the slowest rank per averaging window).
         max_anchor: upper bound of the anchor's auto-tuning.
         min_anchor: lower bound (default: the initial anchor).
@@ -96,43 +92,35 @@ class TrainerConfig(_RunOptions):
         easgd_alpha: cpu-async only: blend ``W := (1-a) W + a W_avg`` instead of overwriting.
         outer_optimizer: applied to the consensus between averaging and write-back
             (``None``: plain averaging, :class:`OuterAvg`).
-        scheduler: ``factory(optimizer, total_steps)`` returning a flodl
-            :class:`~flodl_core.Scheduler` (driven by the global step) or any object with
-            ``.step()`` (stepped once per global step). The global step counts the batches of
-            all ranks together.
-        lr_scale_ratio: every rank's learning rate is multiplied by
-            ``1 + lr_scale_ratio * (world_size - 1)``. ``None`` (default): 1.0 in sync mode,
-            whose step averages the gradients of every rank's batch (the linear scaling rule
-            for the W-times larger pooled batch), 0.0 in cadence and async, whose replicas each
-            step on their own batch as one device would. The start-up line prints the result.
+        scheduler: ``factory(optimizer, total_steps)`` returning a :class:`~flodl_core.Scheduler`
+            (driven by the global step: all ranks' batches) or anything with ``.step()`` (called
+            once per global step).
+        lr_scale_ratio: every rank's learning rate is multiplied by ``1 + lr_scale_ratio *
+            (world_size - 1)``. ``None``: 1.0 in sync mode (the linear scaling rule for its
+            W-times larger pooled batch), 0.0 in cadence and async (each replica steps on its
+            own batch). The start-up line prints the result.
         seed: seeds the model initialisation, the per-epoch data order and each rank's RNG.
         batches_per_epoch: a cap on the batches of all ranks together in one epoch.
-        reports_per_epoch: besides each epoch's metrics, this many progress reports within
-            an epoch (loss and samples so far; ``DdpHandle.reports``, and the monitor's record
-            tree): the loss curve between epoch points. 0 (default): none.
-        eval_on: which rank runs ``eval_fn``: ``"fastest"`` (default: the rank ElChe measured
-            fastest, which finishes it soonest on a mixed rig; rank 0 before any measurement)
-            or a rank number.
+        reports_per_epoch: progress reports within an epoch (loss and samples so far, in
+            ``DdpHandle.reports`` and the record tree); 0 (default): none.
+        eval_on: the rank that runs ``eval_fn``: ``"fastest"`` (default: the rank ElChe measured
+            fastest, rank 0 before any measurement) or a rank number.
         eval_fn: ``fn(model) -> float | dict[str, float]``, after each epoch (see ``eval_on``).
         metrics_fn: ``fn(EpochMetrics)`` in the launching process after each epoch.
         monitor: a :class:`flodl_monitor.Monitor` that receives every epoch and every rank.
-        record_log: a folder: the run's record tree as JSONL files (one per node, see
+        record_log: a folder for the run's record tree as JSONL files (one per node, see
             :meth:`flodl_monitor.Monitor.record_log`); a silent monitor is made if none is set.
-        save_dashboard: a file: the whole dashboard as one offline HTML file, written when the
-            run ends.
+        save_dashboard: a file: the whole dashboard as one offline HTML page, at the run's end.
         timeline: record per-rank compute / sync / idle spans (``DdpHandle.timeline()``).
-        checkpoint_every: write a checkpoint every this many epochs (needs
-            ``checkpoint_path``).
+        checkpoint_every: write a checkpoint every this many epochs (needs ``checkpoint_path``).
         checkpoint_path: the checkpoint folder.
         resume: a checkpoint folder to continue from.
-        slowdown: testing aid: ``{rank: factor}`` makes each batch of that rank take
-            ``factor`` times its usual batch time (simulates a slower device on a uniform
-            machine; the rank sleeps the extra time in pieces, see ``flodl_ddp._slowdown``).
-        threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU).
-            With one device the run trains on a thread of the calling process; the count is
-            then set on that thread only, and only when given.
-        bind_cores: bind each rank process of a host to its own equal slice of the cores this
-            process may use (Linux; see ``flodl_ddp._affinity``). Off by default.
+        slowdown: testing aid: ``{rank: factor}`` makes that rank's batches take ``factor``
+            times as long (a slower device on a uniform machine; see ``flodl_ddp._slowdown``).
+        threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU;
+            with one device, set on the calling process's training thread only when given).
+        bind_cores: bind each rank process of a host to its own equal slice of the usable cores
+            (Linux; see ``flodl_ddp._affinity``). Off by default.
         timeout_s: how long a collective or a rendezvous may wait before the run fails.
         elastic: :class:`~flodl_ddp._elastic.ElasticOptions` when ranks may die and come back
             (``None``: a fixed world; see :meth:`TrainerBuilder.elastic`).

@@ -2,33 +2,27 @@
 
 Elastic mode (``Trainer.builder(...).elastic(...)``) runs every rank as a torchft *replica*: a
 lighthouse in the launching process keeps the quorum of living ranks, each averaging round is a
-fault-tolerant all-reduce over a gloo group rebuilt for the current quorum, and a rank that
-(re)joins receives the current weights and optimizer state from a living peer ("heal").
+fault-tolerant all-reduce over a gloo group rebuilt for the quorum, and a rank that (re)joins
+receives the weights and optimizer state from a living peer ("heal"). torchft is an optional
+extra (``pip install flodl-ddp[ft]``, Linux x86_64), imported only when elastic mode is asked for.
 
-torchft is an optional extra (``pip install flodl-ddp[ft]``, Linux x86_64): it is imported only
-when elastic mode is asked for.
+torchft's own servers bind every interface and its heal path unpickles what a peer sends. flodl:
 
-What listens where. torchft's own servers bind every interface and its own heal path unpickles
-what a peer sends. flodl therefore:
-
-- binds the lighthouse, every rank's manager server, heal server, rendezvous store and gloo
-  sockets to one address: ``127.0.0.1`` by default, or the address of an interface the user
-  names as trusted (``trusted_interface="eth1"``);
-- replaces torchft's heal transport with one that sends a flodl state file (JSON structure plus
-  raw tensor bytes, no pickle) and answers only requests that carry the run's random token;
-- refuses a non-loopback setup (a non-loopback ``host``, ``GLOO_SOCKET_IFNAME`` naming another
-  interface, a non-loopback ``MASTER_ADDR``) unless a trusted interface is named;
-- logs every port and the address it is bound to when the run starts.
+- binds the lighthouse, every manager and heal server, the store and gloo sockets to one
+  address: ``127.0.0.1``, or that of an interface named trusted (``trusted_interface="eth1"``);
+- heals through its own transport: a flodl state file (JSON plus raw tensor bytes, no pickle),
+  sent only to requests that carry the run's random token;
+- refuses a non-loopback ``host``, ``GLOO_SOCKET_IFNAME`` or ``MASTER_ADDR`` unless a trusted
+  interface is named, and logs every port and the address it is bound to when the run starts.
 
 The quorum protocol itself (lighthouse and manager RPCs) is not authenticated: a machine that
-can reach those ports can join or disturb the quorum. Use a trusted interface only on a network
+can reach those ports can join or disturb the quorum. Name a trusted interface only on a network
 where every machine is yours.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import socket
 import struct
@@ -36,7 +30,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_finite, check_int
 
 EXTRA_HINT = "pip install flodl-ddp[ft]"
 TORCHFT_VERSION = "0.2.0"
@@ -49,9 +43,8 @@ class ElasticOptions:
     Attributes:
         min_ranks: fewer living ranks than this fail the run (>= 1).
         heartbeat_timeout: seconds without a heartbeat before the lighthouse drops a rank.
-        hang_timeout: seconds a rank may sit inside a training step without finishing a batch
-            before the watchdog kills it (a rank hung in Python keeps heartbeating, so the
-            lighthouse alone would keep waiting for it).
+        hang_timeout: seconds a rank may spend in a training step without finishing a batch
+            before the watchdog kills it (a rank hung in Python still heartbeats).
         max_restarts: dead ranks the launcher restarts by itself, in all (0: none; restart one
             yourself with ``handle.restart_rank(r)``).
         trusted_interface: a network interface (``"eth1"``) whose address every server binds;
@@ -69,30 +62,20 @@ class ElasticOptions:
 
 def check_elastic(opts: ElasticOptions, world_size: int) -> None:
     """Validate ``opts`` against the number of ranks; raises :class:`ConfigError`."""
-    m = opts.min_ranks
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
-        raise ConfigError(f"elastic min_ranks must be an int >= 1, got {m!r}")
+    m = check_int(opts.min_ranks, "elastic min_ranks", ge=1)
     if m > world_size:
         raise ConfigError(
             f"elastic min_ranks={m} is more than the {world_size} ranks of the run; lower "
             "min_ranks or add devices"
         )
-    for name, v, low in (
-        ("heartbeat_timeout", opts.heartbeat_timeout, 0.1),
-        ("hang_timeout", opts.hang_timeout, 0.5),
-    ):
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or v < low:
-            raise ConfigError(f"elastic {name} must be a number of seconds >= {low}, got {v!r}")
-    r = opts.max_restarts
-    if not isinstance(r, int) or isinstance(r, bool) or r < 0:
-        raise ConfigError(f"elastic max_restarts must be an int >= 0, got {r!r}")
-    if opts.trusted_interface is not None and (
-        not isinstance(opts.trusted_interface, str) or not opts.trusted_interface
-    ):
+    for name, low in (("heartbeat_timeout", 0.1), ("hang_timeout", 0.5)):
+        expected = f"a number of seconds >= {low}"
+        check_finite(getattr(opts, name), f"elastic {name}", ge=low, expected=expected)
+    check_int(opts.max_restarts, "elastic max_restarts", ge=0)
+    iface = opts.trusted_interface
+    if iface is not None and (not isinstance(iface, str) or not iface):
         raise ConfigError(
-            f"elastic trusted_interface must be an interface name such as 'eth1', got "
-            f"{opts.trusted_interface!r}"
+            f"elastic trusted_interface must be an interface name such as 'eth1', got {iface!r}"
         )
 
 
@@ -114,15 +97,12 @@ def require_torchft() -> Any:
             f"elastic training needs torchft=={TORCHFT_VERSION}, which is not installed ({e}); "
             f"install the extra: {EXTRA_HINT}"
         ) from None
-    version = getattr(torchft, "__version__", None)
-    if version is None:
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as dist_version
+    from importlib import metadata
 
-        try:
-            version = dist_version("torchft")
-        except PackageNotFoundError:
-            version = "unknown"
+    try:
+        version = getattr(torchft, "__version__", None) or metadata.version("torchft")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
     if version != TORCHFT_VERSION:
         raise ConfigError(
             f"elastic training is built for torchft=={TORCHFT_VERSION}, found {version} (its "
@@ -152,27 +132,31 @@ def interface_names() -> list[str]:
         return []
 
 
-def interface_address(name: str) -> str:
-    """The IPv4 address of interface ``name`` (Linux ``SIOCGIFADDR``)."""
+def ipv4_address(name: str) -> str:
+    """The IPv4 address of interface ``name`` (Linux ``SIOCGIFADDR``); ``OSError`` without one."""
     import fcntl
 
+    packed = struct.pack("256s", name.encode()[:15])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])  # SIOCGIFADDR
+
+
+def interface_address(name: str) -> str:
+    """The IPv4 address of the trusted interface ``name``; a :class:`ConfigError` naming the
+    machine's interfaces when it is missing or has none."""
     names = interface_names()
     if name not in names:
         raise ConfigError(
             f"elastic trusted_interface {name!r} does not exist on this machine; interfaces: "
             f"{', '.join(names) or 'none found'}"
         )
-    siocgifaddr = 0x8915
-    packed = struct.pack("256s", name.encode()[:15])
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            raw = fcntl.ioctl(s.fileno(), siocgifaddr, packed)
-        except OSError as e:
-            raise ConfigError(
-                f"elastic trusted_interface {name!r} has no IPv4 address ({e}); bring it up "
-                "with an address or name another interface"
-            ) from None
-    return socket.inet_ntoa(raw[20:24])
+    try:
+        return ipv4_address(name)
+    except OSError as e:
+        raise ConfigError(
+            f"elastic trusted_interface {name!r} has no IPv4 address ({e}); bring it up "
+            "with an address or name another interface"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -185,12 +169,9 @@ class Exposure:
 
 
 def resolve_exposure(opts: ElasticOptions, env: dict[str, str] | None = None) -> Exposure:
-    """The address every elastic server binds, after the security rules of the module doc.
-
-    Raises:
-        ConfigError: a non-loopback setup without ``trusted_interface``, an unknown interface,
-            or a ``host`` that is not the trusted interface's address.
-    """
+    """The address every elastic server binds, after the rules of the module doc: a
+    :class:`ConfigError` for a non-loopback setup without ``trusted_interface``, an unknown
+    interface, or a ``host`` that is not the trusted interface's address."""
     env = dict(os.environ) if env is None else env
     iface = opts.trusted_interface
     if iface is not None:

@@ -7,7 +7,10 @@ message read in the parent's log is enough to find the cause.
 
 from __future__ import annotations
 
-from flodl_core import FlodlError
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from flodl_core import CheckpointError, FlodlError
 
 
 class DdpError(FlodlError, RuntimeError):
@@ -36,11 +39,7 @@ class DdpError(FlodlError, RuntimeError):
         super().__init__(message)
 
     def __str__(self) -> str:
-        where = []
-        if self.rank is not None:
-            where.append(f"rank {self.rank}")
-        if self.host is not None:
-            where.append(f"host {self.host}")
+        where = [f"{k} {v}" for k, v in (("rank", self.rank), ("host", self.host)) if v is not None]
         text = f"[{', '.join(where)}] {self.message}" if where else self.message
         if self.remote_traceback:
             text = f"{text}\n--- traceback from the failing process ---\n{self.remote_traceback}"
@@ -49,24 +48,22 @@ class DdpError(FlodlError, RuntimeError):
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only fields would be lost by the default pickling of exceptions, and a
         # DdpError does travel between processes (a rank reports its failure to the parent).
-        return (_rebuild, (self.message, self.rank, self.host, self.remote_traceback))
+        return (_rebuild, (type(self), self.message, self.rank, self.host, self.remote_traceback))
 
 
 class PeerError(DdpError):
     """This rank failed because another one did: it stopped answering, died, or left an epoch
     early. The run's error names the other rank's own failure when there is one."""
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild_peer, (self.message, self.rank, self.host, self.remote_traceback))
-
-
-def _rebuild_peer(
-    message: str, rank: int | None, host: str | None, remote_traceback: str | None
-) -> PeerError:
-    return PeerError(message, rank=rank, host=host, remote_traceback=remote_traceback)
-
 
 def _rebuild(
-    message: str, rank: int | None, host: str | None, remote_traceback: str | None
+    cls: type[DdpError], message: str, rank: int | None, host: str | None, tb: str | None
 ) -> DdpError:
-    return DdpError(message, rank=rank, host=host, remote_traceback=remote_traceback)
+    return cls(message, rank=rank, host=host, remote_traceback=tb)
+
+
+def check_state_keys(owner: str, state: Mapping[str, Any], keys: Iterable[str]) -> None:
+    """Raise :class:`CheckpointError` naming the first of ``keys`` that ``state`` lacks."""
+    for key in keys:
+        if key not in state:
+            raise CheckpointError(f"{owner} state is missing the key {key!r}")

@@ -23,7 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from flodl_core import CheckpointError, ConfigError
+from flodl_core import ConfigError, check_finite, check_int
+
+from ._errors import check_state_keys
+
+
+def _fraction(value: object, name: str) -> float:
+    return check_finite(value, name, gt=0, le=1, expected="in (0, 1]")
 
 
 class ActionKind(enum.Enum):
@@ -48,9 +54,7 @@ class ConvergenceAction:
 
     @classmethod
     def nudge_down(cls, factor: float) -> ConvergenceAction:
-        if not isinstance(factor, (int, float)) or not 0 < factor <= 1:
-            raise ConfigError(f"nudge factor must be in (0, 1], got {factor!r}")
-        return cls(ActionKind.NUDGE_DOWN, float(factor))
+        return cls(ActionKind.NUDGE_DOWN, _fraction(factor, "nudge factor"))
 
     @property
     def allows_growth(self) -> bool:
@@ -58,9 +62,9 @@ class ConvergenceAction:
         return self.kind is ActionKind.STABLE
 
     def __str__(self) -> str:
-        if self.kind is ActionKind.NUDGE_DOWN:
-            return f"NUDGE_DOWN({self.factor:g})"
-        return self.kind.name
+        return (
+            f"NUDGE_DOWN({self.factor:g})" if self.kind is ActionKind.NUDGE_DOWN else self.kind.name
+        )
 
 
 ConvergenceAction.STABLE = ConvergenceAction(ActionKind.STABLE)
@@ -85,13 +89,13 @@ class DivergenceReport:
     @property
     def max(self) -> float:
         """``D_t``: the largest divergence over the ranks (NaN if any is NaN)."""
-        vals = list(self.per_rank)
-        return math.nan if any(math.isnan(v) for v in vals) else max(vals)
+        return math.nan if any(map(math.isnan, self.per_rank)) else max(self.per_rank)
 
 
 @runtime_checkable
 class ConvergenceGuard(Protocol):
-    """What the runtime calls at each averaging; write your own to plug in a new rule."""
+    """What the runtime calls at each averaging; write your own to plug in a new rule
+    (subclass it to inherit the stateless defaults of everything but :meth:`report`)."""
 
     def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
         """The verdict for this averaging. ``k_used``: steps the slowest rank ran since the last
@@ -100,38 +104,23 @@ class ConvergenceGuard(Protocol):
 
     def telemetry(self) -> dict[str, float]:
         """Numbers worth plotting (timeline, monitor)."""
-        ...
-
-    def reset(self) -> None:
-        """Forget everything (e.g. after the weights were replaced)."""
-        ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-def _state_error(name: str, key: str) -> CheckpointError:
-    return CheckpointError(f"{name} state is missing the key {key!r}")
-
-
-class NoGuard:
-    """Always ``STABLE``: the anchor grows whenever the overhead asks for it."""
-
-    def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
-        return ConvergenceAction.STABLE
-
-    def telemetry(self) -> dict[str, float]:
         return {}
 
     def reset(self) -> None:
-        pass
+        """Forget everything (e.g. after the weights were replaced)."""
 
     def state_dict(self) -> dict[str, Any]:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+
+class NoGuard(ConvergenceGuard):
+    """Always ``STABLE``: the anchor grows whenever the overhead asks for it."""
+
+    def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
+        return ConvergenceAction.STABLE
 
     def __repr__(self) -> str:
         return "NoGuard()"
@@ -140,7 +129,7 @@ class NoGuard:
 TREND_WINDOW = 5
 
 
-class TrendGuard:
+class TrendGuard(ConvergenceGuard):
     """``SUPPRESS_GROWTH`` when the last three ``D`` are strictly increasing and the last exceeds
     ``threshold``; ``STABLE`` otherwise (also before three values were seen).
 
@@ -148,10 +137,7 @@ class TrendGuard:
     """
 
     def __init__(self, threshold: float = 0.05) -> None:
-        ok = isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-        if not ok or not math.isfinite(threshold) or threshold < 0:
-            raise ConfigError(f"threshold must be a finite number >= 0, got {threshold!r}")
-        self.threshold = float(threshold)
+        self.threshold = check_finite(threshold, "threshold", ge=0)
         self._history: deque[float] = deque(maxlen=TREND_WINDOW)
 
     @property
@@ -160,12 +146,9 @@ class TrendGuard:
 
     def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
         self._history.append(report.max)
-        if len(self._history) < 3:
-            return ConvergenceAction.STABLE
-        a, b, c = list(self._history)[-3:]
-        if a < b < c and c > self.threshold:
-            return ConvergenceAction.SUPPRESS_GROWTH
-        return ConvergenceAction.STABLE
+        last = list(self._history)[-3:]
+        rising = len(last) == 3 and last[0] < last[1] < last[2] > self.threshold
+        return ConvergenceAction.SUPPRESS_GROWTH if rising else ConvergenceAction.STABLE
 
     def telemetry(self) -> dict[str, float]:
         return {"d_history_last": self._history[-1]} if self._history else {}
@@ -178,15 +161,14 @@ class TrendGuard:
         return {"history": list(self._history)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if "history" not in state:
-            raise _state_error("TrendGuard", "history")
+        check_state_keys("TrendGuard", state, ["history"])
         self._history = deque(map(float, state["history"]), maxlen=TREND_WINDOW)
 
     def __repr__(self) -> str:
         return f"TrendGuard(threshold={self.threshold:g})"
 
 
-class MsfGuard:
+class MsfGuard(ConvergenceGuard):
     """Divergence growth-rate guard.
 
     At each averaging with ``D_t > floor``, ``D_{t-1} > floor`` and ``k_max > 0``:
@@ -226,38 +208,18 @@ class MsfGuard:
         nudge: bool = True,
         floor: float = 1e-8,
     ) -> None:
-        if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-            raise ConfigError(f"alpha must be in (0, 1), got {alpha!r}")
-        for name, v in (
-            ("suppress_threshold", suppress_threshold),
-            ("nudge_threshold", nudge_threshold),
-            ("floor", floor),
-        ):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-                raise ConfigError(f"{name} must be a finite number, got {v!r}")
-        for name, n in (("suppress_streak", suppress_streak), ("nudge_streak", nudge_streak)):
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise ConfigError(f"{name} must be an int >= 1, got {n!r}")
-        if not isinstance(nudge_factor, (int, float)) or not 0 < nudge_factor <= 1:
-            raise ConfigError(f"nudge_factor must be in (0, 1], got {nudge_factor!r}")
-        self.alpha = float(alpha)
-        self.suppress_threshold = float(suppress_threshold)
-        self.suppress_streak = suppress_streak
-        self.nudge_threshold = float(nudge_threshold)
-        self.nudge_streak = nudge_streak
-        self.nudge_factor = float(nudge_factor)
+        self.alpha = check_finite(alpha, "alpha", gt=0, lt=1, expected="in (0, 1)")
+        self.suppress_threshold = check_finite(suppress_threshold, "suppress_threshold")
+        self.suppress_streak = check_int(suppress_streak, "suppress_streak", ge=1)
+        self.nudge_threshold = check_finite(nudge_threshold, "nudge_threshold")
+        self.nudge_streak = check_int(nudge_streak, "nudge_streak", ge=1)
+        self.nudge_factor = _fraction(nudge_factor, "nudge_factor")
         self.nudge = bool(nudge)
-        self.floor = float(floor)
+        self.floor = check_finite(floor, "floor")
         self.reset()
 
     def reset(self) -> None:
-        self._prev: float | None = None
-        self._m = 0.0
-        self._t = 0
-        self._lambda_raw: float | None = None
-        self._lambda_ema: float | None = None
-        self._soft = 0
-        self._hard = 0
+        self.load_state_dict(self._FRESH)
 
     @property
     def lambda_ema(self) -> float | None:
@@ -290,30 +252,24 @@ class MsfGuard:
     def telemetry(self) -> dict[str, float]:
         out: dict[str, float] = {"suppress_streak": self._soft, "nudge_streak": self._hard}
         if self._lambda_raw is not None and self._lambda_ema is not None:
-            out["lambda_raw"] = self._lambda_raw
-            out["lambda_ema"] = self._lambda_ema
+            out.update(lambda_raw=self._lambda_raw, lambda_ema=self._lambda_ema)
         return out
 
-    _STATE = ("prev", "m", "t", "lambda_raw", "lambda_ema", "soft", "hard")
+    _FRESH: ClassVar[dict[str, Any]] = dict(  # the estimator's state, as reset() leaves it
+        prev=None, m=0.0, t=0, lambda_raw=None, lambda_ema=None, soft=0, hard=0
+    )
 
     def state_dict(self) -> dict[str, Any]:
-        return {key: getattr(self, f"_{key}") for key in self._STATE}
+        return {key: getattr(self, f"_{key}") for key in self._FRESH}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in self._STATE:
-            if key not in state:
-                raise _state_error("MsfGuard", key)
-        for key in self._STATE:
+        check_state_keys("MsfGuard", state, self._FRESH)
+        for key in self._FRESH:
             setattr(self, f"_{key}", state[key])
 
     def __repr__(self) -> str:
-        return (
-            f"MsfGuard(alpha={self.alpha:g}, suppress=({self.suppress_threshold:g}, "
-            f"{self.suppress_streak}), nudge="
-            + (
-                f"({self.nudge_threshold:g}, {self.nudge_streak}, {self.nudge_factor:g})"
-                if self.nudge
-                else "off"
-            )
-            + ")"
-        )
+        hard = "off"
+        if self.nudge:
+            hard = f"({self.nudge_threshold:g}, {self.nudge_streak}, {self.nudge_factor:g})"
+        soft = f"({self.suppress_threshold:g}, {self.suppress_streak})"
+        return f"MsfGuard(alpha={self.alpha:g}, suppress={soft}, nudge={hard})"

@@ -7,6 +7,7 @@ on the feeding thread, as each epoch arrives.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import queue
@@ -67,9 +68,8 @@ class DdpHandle:
     - :meth:`timeline` is the merged per-rank timeline when ``.timeline(True)`` was set;
     - :attr:`reports` holds the progress reports within epochs (``reports_per_epoch``).
 
-    ``record_log`` and ``save_dashboard`` (folder, file) write the run's record tree as JSONL as
-    it grows and the offline dashboard when the run ends, through ``monitor`` (a silent one is
-    made when none is given).
+    ``record_log`` (a folder: the record tree as JSONL as it grows) and ``save_dashboard`` (a
+    file: the offline dashboard at the end) go through ``monitor``, or a silent one.
     """
 
     def __init__(
@@ -83,9 +83,7 @@ class DdpHandle:
         save_dashboard: str | None = None,
         epochs: int = 1,
     ) -> None:
-        self._world_size = world_size
-        self._devices = list(devices)
-        self._metrics_fn = metrics_fn
+        self._world_size, self._devices, self._metrics_fn = world_size, list(devices), metrics_fn
         if monitor is None and (record_log or save_dashboard):
             from flodl_monitor import Monitor
 
@@ -95,7 +93,7 @@ class DdpHandle:
             monitor.record_log(record_log)
         self._dashboard = save_dashboard
         self._supervisor: Any = None
-        self._keep: Any = None
+        self._keep: Any = None  # what must live as long as a spawned run (its store)
         self.events: list[dict[str, Any]] = []
         """Elastic runs: what happened to the ranks, in order (``died``, ``restarted``,
         ``watchdog``, ``healed``, ``rollback``)."""
@@ -114,8 +112,7 @@ class DdpHandle:
 
     def _attach(self, supervisor: Any, keep: Any = None) -> None:
         """The supervisor of a spawned run (and what must live as long as the run)."""
-        self._supervisor = supervisor
-        self._keep = keep
+        self._supervisor, self._keep = supervisor, keep
 
     def _push_progress(self, p: Progress) -> None:
         self.reports.append(p)
@@ -135,8 +132,7 @@ class DdpHandle:
         self._queue.put(m)
 
     def _finish(self, state: TrainedState | None, timeline: Any = None) -> None:
-        self._state = state
-        self._timeline = timeline
+        self._state, self._timeline = state, timeline
         if self._monitor is not None:
             close_ranks(self._monitor, self._history)
             if self._dashboard:
@@ -144,10 +140,10 @@ class DdpHandle:
                     self._monitor.save_dashboard(self._dashboard)
                 except Exception:
                     logger.exception("ddp: writing the dashboard to %s failed", self._dashboard)
-        self._done.set()
-        self._queue.put(_END)
+        self._fail(None)
 
-    def _fail(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException | None) -> None:
+        """End the run: failed with ``error``, or done (``None``, from :meth:`_finish`)."""
         self._error = error
         self._done.set()
         self._queue.put(_END)
@@ -172,30 +168,27 @@ class DdpHandle:
         """The next epoch's metrics; blocks until it arrives. ``None`` once the run has ended
         (then :meth:`join` gives the result or raises the failure). ``timeout`` seconds without
         an epoch raise ``TimeoutError``."""
-        if self._ended:
-            return None
         try:
-            item = self._queue.get(timeout=timeout)
+            return self._take(True, timeout)
         except queue.Empty:
             raise TimeoutError(f"no epoch metrics within {timeout} s") from None
-        if item is _END:
-            self._ended = True
-            return None
-        return item
 
     def poll_metrics(self) -> list[EpochMetrics]:
         """Every epoch's metrics that arrived since the last read, without blocking."""
         out: list[EpochMetrics] = []
-        while not self._ended:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is _END:
-                self._ended = True
-                break
-            out.append(item)
+        with contextlib.suppress(queue.Empty):
+            while (m := self._take(False)) is not None:
+                out.append(m)
         return out
+
+    def _take(self, block: bool, timeout: float | None = None) -> EpochMetrics | None:
+        """The next queued epoch; ``None`` once the end was taken; ``queue.Empty`` when none
+        came (within ``timeout``)."""
+        if self._ended:
+            return None
+        item = self._queue.get(block, timeout)
+        self._ended = item is _END
+        return None if self._ended else item
 
     @property
     def history(self) -> list[EpochMetrics]:

@@ -23,9 +23,10 @@ import math
 from collections import deque
 from typing import Any
 
-from flodl_core import CheckpointError, ConfigError
+from flodl_core import ConfigError, check_finite, check_int
 
 from ._elche import Phase
+from ._errors import check_state_keys
 from ._guards import ActionKind, ConvergenceAction
 
 LR_WINDOW = 3
@@ -37,6 +38,7 @@ SETTLED_BAND = 0.10
 STREAK = {Phase.WARMUP: (5, 0.3), Phase.STABLE: (3, 0.5), Phase.MATURE: (2, 0.7)}
 """Per phase: (verdicts in a row that fire, base factor)."""
 FACTOR_RANGE = (0.1, 0.95)
+_STATE = ("lrs", "anchors", "verdicts")  # the windows a checkpoint keeps
 
 
 def _clamp(x: float) -> float:
@@ -48,10 +50,7 @@ class MetaController:
     """Anchor nudges from learning-rate cliffs and verdict streaks (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._lrs: deque[float] = deque(maxlen=LR_WINDOW)
-        self._anchors: deque[int] = deque(maxlen=ANCHOR_WINDOW)
-        self._verdicts: deque[bool] = deque(maxlen=VERDICT_WINDOW)
-        self._last: dict[str, float] = {}
+        self.reset()
 
     @property
     def anchor_trend(self) -> float:
@@ -71,14 +70,11 @@ class MetaController:
         self, lr: float, anchor: int, action: ConvergenceAction, phase: Phase
     ) -> float | None:
         """Record one averaging cycle; return a nudge factor in [0.1, 0.95] or ``None``."""
-        if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr):
-            raise ConfigError(f"lr must be a finite number, got {lr!r}")
-        if not isinstance(anchor, int) or isinstance(anchor, bool) or anchor < 1:
-            raise ConfigError(f"anchor must be an int >= 1, got {anchor!r}")
+        lr, anchor = check_finite(lr, "lr"), check_int(anchor, "anchor", ge=1)
         if not isinstance(action, ConvergenceAction):
             raise ConfigError(f"action must be a ConvergenceAction, got {action!r}")
         phase = Phase(phase)
-        self._lrs.append(float(lr))
+        self._lrs.append(lr)
         self._anchors.append(anchor)
         self._verdicts.append(action.kind is not ActionKind.STABLE)
         trend = self.anchor_trend
@@ -86,11 +82,10 @@ class MetaController:
         if phase is Phase.PROBE:
             return None
         factors = []
-        if len(self._lrs) >= 2:
-            prev, now = self._lrs[-2], self._lrs[-1]
-            if prev > 0 and (prev - now) / prev > LR_CLIFF:
-                factors.append(_clamp(LR_CLIFF_BASE - (1 - LR_CLIFF_BASE) * trend))
-                self._last["lr_cliff"] = 1.0
+        prev, now = self._lrs[-2] if len(self._lrs) >= 2 else 0.0, self._lrs[-1]
+        if prev > 0 and (prev - now) / prev > LR_CLIFF:
+            factors.append(_clamp(LR_CLIFF_BASE - (1 - LR_CLIFF_BASE) * trend))
+            self._last["lr_cliff"] = 1.0
         k, base = STREAK[phase]
         recent = list(self._verdicts)[-k:]
         if len(recent) == k and all(recent):
@@ -108,22 +103,14 @@ class MetaController:
         return dict(self._last)
 
     def reset(self) -> None:
-        self._lrs.clear()
-        self._anchors.clear()
-        self._verdicts.clear()
-        self._last = {}
+        self.load_state_dict(dict.fromkeys(_STATE, ()))
+        self._last: dict[str, float] = {}
 
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "lrs": list(self._lrs),
-            "anchors": list(self._anchors),
-            "verdicts": list(self._verdicts),
-        }
+        return {key: list(getattr(self, f"_{key}")) for key in _STATE}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("lrs", "anchors", "verdicts"):
-            if key not in state:
-                raise CheckpointError(f"MetaController state is missing the key {key!r}")
+        check_state_keys("MetaController", state, _STATE)
         self._lrs = deque(map(float, state["lrs"]), maxlen=LR_WINDOW)
         self._anchors = deque(map(int, state["anchors"]), maxlen=ANCHOR_WINDOW)
         self._verdicts = deque(map(bool, state["verdicts"]), maxlen=VERDICT_WINDOW)

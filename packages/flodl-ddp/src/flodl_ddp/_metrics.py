@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,12 +82,10 @@ class RankMetrics:
         compute_ms: time spent training (forward, backward, optimizer, slowdown sleep).
         sync_ms: time spent averaging.
         idle_ms: time spent waiting for other ranks.
-        comm_bytes: bytes it handed to all-reduce (the averaged parameters and buffers, or in
-            sync mode the gradient buckets; a ring all-reduce moves ``2 (W-1)/W`` of that over
-            each rank's link).
+        comm_bytes: bytes it handed to all-reduce (averaged parameters and buffers; sync mode:
+            gradient buckets); a ring all-reduce moves ``2 (W-1)/W`` of it over each link.
         peak_memory_bytes: the most device memory its tensors have held since it started
-            (``torch.cuda.max_memory_allocated``); 0 on a CPU device, where torch keeps no count,
-            and in elastic runs, whose ranks exchange only their loss and times.
+            (``torch.cuda.max_memory_allocated``); 0 on a CPU device and in elastic runs.
     """
 
     rank: int
@@ -110,8 +109,7 @@ class EpochMetrics:
     Attributes:
         epoch: 0-based epoch number.
         avg_loss: mean training loss over every batch of every rank.
-        epoch_ms: the epoch's wall time (the slowest rank's), training only: rank 0's
-            ``eval_fn`` runs after it.
+        epoch_ms: the epoch's wall time (the slowest rank's), training only (``eval_fn`` after).
         scalars: per name, the mean of every :func:`record_scalar` call this epoch.
         per_rank: one :class:`RankMetrics` per rank, in rank order.
         per_rank_throughput: samples per second of each rank.
@@ -180,40 +178,25 @@ def rank_path(host: str, rank: int) -> str:
     return f"root/{safe}/rank{rank}"
 
 
+_LEAF_VALUES = ("loss", "throughput", "batches", "samples", "compute_ms", "sync_ms", "idle_ms")
+
+
 def publish(monitor: Any, m: EpochMetrics) -> None:
     """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank becomes a leaf of the record
-    tree (so the dashboard shows each rank, each host and the whole run), then the epoch line.
-
-    The run owns the record tree: the monitor's own ``record_path`` is switched off, since
-    ``root`` now has children and cannot hold records itself.
-    """
+    tree (the dashboard shows each rank, each host and the run), then the epoch line. The run owns
+    the tree: the monitor's own ``record_path`` is switched off (``root`` now has children)."""
     monitor.record_path = None
-    tree = monitor.records
     for r in m.per_rank:
-        tree.publish(
-            rank_path(r.host, r.rank),
-            {
-                "loss": r.loss,
-                "throughput": r.throughput,
-                "batches": float(r.batches),
-                "samples": float(r.samples),
-                "compute_ms": r.compute_ms,
-                "sync_ms": r.sync_ms,
-                "idle_ms": r.idle_ms,
-            },
-            step=m.epoch,
-        )
+        values = {k: float(getattr(r, k)) for k in _LEAF_VALUES}
+        monitor.records.publish(rank_path(r.host, r.rank), values, step=m.epoch)
     if m.epoch < monitor.total:
         monitor.log(m.epoch, m.epoch_ms / 1000.0, m.monitor_values())
 
 
 def close_ranks(monitor: Any, metrics: list[EpochMetrics]) -> None:
     """Mark every rank leaf finished so a quiet, completed rank is not reported lost."""
-    if not metrics:
-        return
-    for r in metrics[-1].per_rank:
-        path = rank_path(r.host, r.rank)
-        if path in monitor.records:
+    for r in metrics[-1].per_rank if metrics else []:
+        if (path := rank_path(r.host, r.rank)) in monitor.records:
             monitor.records.close(path)
 
 
@@ -257,12 +240,11 @@ def combine_ranks(
             )
         )
     loss_n = sum(d["loss_n"] for d in ranks)
-    scal_sum: dict[str, float] = {}
-    scal_n: dict[str, int] = {}
+    scal_sum: Counter[str] = Counter()
+    scal_n: Counter[str] = Counter()
     for d in ranks:
-        for k, v in d["sums"].items():
-            scal_sum[k] = scal_sum.get(k, 0.0) + v
-            scal_n[k] = scal_n.get(k, 0) + d["counts"][k]
+        scal_sum.update(d["sums"])
+        scal_n.update(d["counts"])
     return EpochMetrics(
         epoch=epoch,
         avg_loss=sum(d["loss_sum"] for d in ranks) / loss_n if loss_n else math.nan,

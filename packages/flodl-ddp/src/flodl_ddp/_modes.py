@@ -44,27 +44,17 @@ class Mode:
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.policy, Policy):
-            raise ConfigError(
-                f"Mode policy must be a Policy ({_names(Policy)}), got {self.policy!r}"
-            )
-        if not isinstance(self.backend, Backend):
-            raise ConfigError(
-                f"Mode backend must be a Backend ({_names(Backend)}), got {self.backend!r}"
-            )
+        for name, kind in (("policy", Policy), ("backend", Backend)):
+            if not isinstance(value := getattr(self, name), kind):
+                names = ", ".join(m.name for m in kind)
+                raise ConfigError(f"Mode {name} must be a {kind.__name__} ({names}), got {value!r}")
         object.__setattr__(self, "name", f"{self.backend.value}-{self.policy.value}")
 
     def __str__(self) -> str:
         return self.name
 
 
-def _names(kind: type[enum.Enum]) -> str:
-    return ", ".join(m.name for m in kind)
-
-
-MODES: tuple[str, ...] = tuple(
-    f"{b.value}-{p.value}" for b in (Backend.NCCL, Backend.CPU) for p in Policy
-)
+MODES: tuple[str, ...] = tuple(f"{b.value}-{p.value}" for b in Backend for p in Policy)
 """The six mode names, NCCL first, each backend in the order sync, cadence, async."""
 
 
@@ -72,11 +62,8 @@ def parse_mode(mode: str | Mode) -> Mode:
     """A :class:`Mode` from its name.
 
     Accepts ``"cpu-async"``, ``"cpu_async"``, ``"CPU-Async"`` (case-insensitive, ``-`` or ``_``)
-    and passes a :class:`Mode` through unchanged.
-
-    Raises:
-        ConfigError: for an unknown name or a value that is neither a string nor a Mode; the
-            message lists all six names.
+    and passes a :class:`Mode` through unchanged; anything else is a :class:`ConfigError` that
+    lists the six names.
     """
     if isinstance(mode, Mode):
         return mode
@@ -85,8 +72,7 @@ def parse_mode(mode: str | Mode) -> Mode:
             f"mode must be a mode name or a Mode, got {type(mode).__name__} {mode!r}; "
             f"valid names: {', '.join(MODES)}"
         )
-    key = mode.strip().lower().replace("_", "-")
-    backend, _, policy = key.partition("-")
+    backend, _, policy = mode.strip().lower().replace("_", "-").partition("-")
     try:
         return Mode(Policy(policy), Backend(backend))
     except ValueError:

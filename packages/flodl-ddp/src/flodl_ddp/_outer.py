@@ -1,39 +1,28 @@
 """Outer optimizers: turn each averaging into a step on the global weights.
 
-Local SGD averages the replicas every so many steps. An outer optimizer sits between the average
-and the broadcast: it treats the *pseudo-gradient*
+An outer optimizer sits between the average and the broadcast: it treats the *pseudo-gradient*
+``Δ = θ_global − θ_avg`` (how far the count-weighted average of the replicas moved from the
+global weights the window started from) as a gradient and steps the global weights with it.
+:class:`OuterAvg` is plain averaging (``θ_global ← θ_avg``: SGD with lr 1 on Δ); :class:`SlowMo`
+and :class:`DiLoCo` add momentum across windows, which lets long windows (hundreds of local
+steps) keep the accuracy of frequent averaging.
 
-    Δ = θ_global − θ_avg
-
-(how far the count-weighted average of the replicas moved away from the global weights they
-started the window from) as a gradient, and steps the global weights with it. With
-:class:`OuterAvg` the step is plain averaging (``θ_global ← θ_avg``, i.e. SGD with lr 1 on Δ);
-:class:`SlowMo` and :class:`DiLoCo` add momentum across windows, which lets long windows (hundreds
-of local steps) keep the accuracy of frequent averaging.
-
-Every optimizer works on lists of tensors in place (``global_params[i]`` and ``averaged[i]`` of
-equal shapes), keeps its state across windows, and saves it with ``state_dict()`` (tensors are
-CPU copies; everything else plain JSON types).
+Every optimizer works in place on lists of tensors (``global_params[i]`` and ``averaged[i]`` of
+equal shapes), keeps its state across windows and saves it with ``state_dict()`` (tensors as CPU
+copies, everything else plain JSON types).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from flodl_core import CheckpointError, ConfigError
+from flodl_core import CheckpointError, ConfigError, check_finite
 
-
-def _number(name: str, value: object, low: float, high: float | None = None) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < low or (high is not None and value > high):  # type: ignore[operator]
-        bound = f"in [{low:g}, {high:g}]" if high is not None else f">= {low:g}"
-        raise ConfigError(f"{name} must be a finite number {bound}, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+from ._errors import check_state_keys
 
 
 def _check(global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
@@ -50,27 +39,9 @@ def _check(global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
             )
 
 
-def _to_cpu(ts: list[Tensor] | None) -> list[Tensor] | None:
-    return None if ts is None else [t.detach().cpu().clone() for t in ts]
-
-
-def _load_buffers(name: str, state: dict[str, Any], key: str) -> list[Tensor] | None:
-    if key not in state:
-        raise CheckpointError(f"{name} state is missing the key {key!r}")
-    bufs = state[key]
-    return None if bufs is None else [torch.as_tensor(b).clone() for b in bufs]
-
-
-def _place(bufs: list[Tensor] | None, like: Sequence[Tensor]) -> list[Tensor] | None:
-    """Buffers loaded from a checkpoint live on the CPU; move them next to the weights."""
-    if bufs is None:
-        return None
-    if len(bufs) != len(like) or any(b.shape != t.shape for b, t in zip(bufs, like, strict=True)):
-        raise CheckpointError(
-            "outer optimizer state does not match the model: "
-            f"{[tuple(b.shape) for b in bufs]} vs {[tuple(t.shape) for t in like]}"
-        )
-    return [b.to(device=t.device, dtype=t.dtype) for b, t in zip(bufs, like, strict=True)]
+def _cpu(v: Any) -> Any:
+    """What a state dict keeps of ``v``: a CPU copy of a tensor, anything else as it is."""
+    return v.detach().cpu().clone() if isinstance(v, Tensor) else v
 
 
 class OuterOptimizer:
@@ -109,7 +80,37 @@ class OuterAvg(OuterOptimizer):
         return "OuterAvg()"
 
 
-class SlowMo(OuterOptimizer):
+class _MomentumOuter(OuterOptimizer):
+    """An outer step with a learning rate, a momentum and one momentum buffer per tensor,
+    saved as ``{"momentum_buffer": [CPU tensors] or None}`` (``None`` before the first step)."""
+
+    def __init__(self, lr: float, momentum: float) -> None:
+        self.lr = check_finite(lr, "lr", ge=0)
+        self.momentum = check_finite(momentum, "momentum", ge=0, le=1)
+        self._buf: list[Tensor] | None = None
+
+    def _placed(self, like: Sequence[Tensor]) -> list[Tensor] | None:
+        """The buffers next to the weights (loaded from a checkpoint, they live on the CPU)."""
+        bufs = self._buf
+        if bufs is None:
+            return None
+        if [b.shape for b in bufs] != [t.shape for t in like]:
+            raise CheckpointError(
+                "outer optimizer state does not match the model: "
+                f"{[tuple(b.shape) for b in bufs]} vs {[tuple(t.shape) for t in like]}"
+            )
+        return [b.to(device=t.device, dtype=t.dtype) for b, t in zip(bufs, like, strict=True)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"momentum_buffer": None if self._buf is None else [_cpu(b) for b in self._buf]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_state_keys(type(self).__name__, state, ["momentum_buffer"])
+        bufs = state["momentum_buffer"]
+        self._buf = None if bufs is None else [torch.as_tensor(b).clone() for b in bufs]
+
+
+class SlowMo(_MomentumOuter):
     """Slow momentum (Wang, Tantia, Ballas, Rabbat, "SlowMo: Improving Communication-Efficient
     Distributed SGD with Slow Momentum", ICLR 2020, arXiv:1910.00643), Algorithm 1:
 
@@ -124,32 +125,21 @@ class SlowMo(OuterOptimizer):
     """
 
     def __init__(self, lr: float = 1.0, momentum: float = 0.5, *, inner_lr: float = 1.0) -> None:
-        self.lr = _number("lr", lr, 0.0)
-        self.momentum = _number("momentum", momentum, 0.0, 1.0)
-        self.inner_lr = _number("inner_lr", inner_lr, 0.0)
-        if self.inner_lr == 0:
-            raise ConfigError("inner_lr must be > 0 (it divides the pseudo-gradient), got 0")
-        self._u: list[Tensor] | None = None
+        super().__init__(lr, momentum)
+        why = "it divides the pseudo-gradient"
+        self.inner_lr = check_finite(inner_lr, "inner_lr", gt=0, expected="> 0", note=why)
 
     def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
-        self._u = _place(self._u, params)
-        if self._u is None:
-            self._u = [torch.zeros_like(p) for p in params]
-        for p, d, u in zip(params, deltas, self._u, strict=True):
+        self._buf = self._placed(params) or [torch.zeros_like(p) for p in params]
+        for p, d, u in zip(params, deltas, self._buf, strict=True):
             u.mul_(self.momentum).add_(d, alpha=1.0 / self.inner_lr)
             p.add_(u, alpha=-self.lr * self.inner_lr)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"momentum_buffer": _to_cpu(self._u)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._u = _load_buffers("SlowMo", state, "momentum_buffer")
 
     def __repr__(self) -> str:
         return f"SlowMo(lr={self.lr:g}, momentum={self.momentum:g}, inner_lr={self.inner_lr:g})"
 
 
-class DiLoCo(OuterOptimizer):
+class DiLoCo(_MomentumOuter):
     """DiLoCo's outer step (Douillard et al., "DiLoCo: Distributed Low-Communication Training of
     Language Models", 2023, arXiv:2311.08105): Nesterov SGD on the pseudo-gradient, lr 0.7,
     momentum 0.9, exactly as ``torch.optim.SGD(lr, momentum, nesterov=True)`` with ``.grad = Δ``:
@@ -160,25 +150,18 @@ class DiLoCo(OuterOptimizer):
     """
 
     def __init__(self, lr: float = 0.7, momentum: float = 0.9) -> None:
-        self.lr = _number("lr", lr, 0.0)
-        self.momentum = _number("momentum", momentum, 0.0, 1.0)
-        self._b: list[Tensor] | None = None
+        super().__init__(lr, momentum)
 
     def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
-        self._b = _place(self._b, params)
-        if self._b is None:
-            self._b = [d.clone() for d in deltas]
+        bufs = self._placed(params)
+        if bufs is None:
+            bufs = [d.clone() for d in deltas]
         else:
-            for b, d in zip(self._b, deltas, strict=True):
+            for b, d in zip(bufs, deltas, strict=True):
                 b.mul_(self.momentum).add_(d)
-        for p, d, b in zip(params, deltas, self._b, strict=True):
+        self._buf = bufs
+        for p, d, b in zip(params, deltas, bufs, strict=True):
             p.add_(d.add(b, alpha=self.momentum), alpha=-self.lr)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"momentum_buffer": _to_cpu(self._b)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._b = _load_buffers("DiLoCo", state, "momentum_buffer")
 
     def __repr__(self) -> str:
         return f"DiLoCo(lr={self.lr:g}, momentum={self.momentum:g})"
@@ -215,10 +198,9 @@ class TorchOuter(OuterOptimizer):
                 raise ConfigError(
                     f"factory returned {type(opt).__name__}, expected a torch.optim.Optimizer"
                 )
-            self._optimizer = opt
-            if self._pending is not None:
+            if self._pending:
                 opt.load_state_dict(self._pending)
-                self._pending = None
+            self._optimizer, self._pending = opt, None
         assert self._optimizer is not None
         if len(self._params) != len(params):
             raise ConfigError(
@@ -236,18 +218,10 @@ class TorchOuter(OuterOptimizer):
     def state_dict(self) -> dict[str, Any]:
         """The wrapped optimizer's ``state_dict()`` (momentum tensors moved to the CPU)."""
         if self._optimizer is None:
-            return dict(self._pending) if self._pending is not None else {}
+            return dict(self._pending or {})
         state = self._optimizer.state_dict()
-        return {
-            "state": {
-                k: {
-                    n: v.detach().cpu().clone() if isinstance(v, Tensor) else v
-                    for n, v in s.items()
-                }
-                for k, s in state["state"].items()
-            },
-            "param_groups": state["param_groups"],
-        }
+        moments = {k: {n: _cpu(v) for n, v in s.items()} for k, s in state["state"].items()}
+        return {"state": moments, "param_groups": state["param_groups"]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state:

@@ -16,6 +16,7 @@ loader built with the same ``seed``::
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import overload
 
 from torch import Tensor
 
-from flodl_core import ConfigError
+from flodl_core import ConfigError, check_int
 from flodl_core.data import epoch_permutation
 
 
@@ -69,16 +70,8 @@ class Partition(Sequence[range]):
 
     def indices(self, rank: int) -> Tensor:
         """Rank ``rank``'s sample indices for the epoch, in order: ``(sizes[rank],)`` int64."""
-        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < len(self):
-            raise ConfigError(f"rank must be an int in 0..{len(self) - 1}, got {rank!r}")
-        s = self.slices[rank]
+        s = self.slices[check_int(rank, "rank", ge=0, le=len(self) - 1)]
         return self.order()[s.start : s.stop]
-
-
-def _check_int(name: str, value: object, low: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
 
 
 def _shares(ranks: int | Sequence[float]) -> list[float]:
@@ -93,11 +86,10 @@ def _shares(ranks: int | Sequence[float]) -> list[float]:
         )
     if len(ranks) == 0:
         raise ConfigError("shares is empty; give one share per rank")
-    out = []
     for i, w in enumerate(ranks):
         if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
             raise ConfigError(f"share of rank {i} is {w!r}; expected a finite number >= 0")
-        out.append(float(w))
+    out = [float(w) for w in ranks]
     if sum(out) <= 0:
         raise ConfigError(f"shares {list(ranks)} sum to 0; at least one rank needs a share > 0")
     return out
@@ -110,12 +102,10 @@ def split_sizes(n_samples: int, ranks: int | Sequence[float]) -> list[int]:
     ties to the lower rank), so the sizes sum to ``n_samples`` exactly and each is within one of
     its exact share. A rank with a positive share never gets 0: if rounding would leave it empty
     it takes one sample from the currently largest slice. A share of 0 gets nothing (a rank that
-    left the run).
-
-    Raises:
-        ConfigError: bad shares, or fewer samples than ranks with a positive share.
+    left the run). A :class:`ConfigError` for bad shares, or fewer samples than ranks with a
+    positive share.
     """
-    _check_int("n_samples", n_samples, 0)
+    check_int(n_samples, "n_samples", ge=0)
     shares = _shares(ranks)
     active = [i for i, w in enumerate(shares) if w > 0]
     if n_samples < len(active):
@@ -156,19 +146,11 @@ def partition(
         seed: the run's base seed (>= 0), the same on every rank.
         shuffle: ``False`` keeps the order ``0..N-1``.
 
-    Returns:
-        A :class:`Partition`: ``plan[r]`` is a ``range`` of positions in the epoch order,
-        ``plan.indices(r)`` the sample indices themselves.
-
-    Raises:
-        ConfigError: naming the bad argument.
+    ``plan[r]`` is a ``range`` of positions in the epoch order, ``plan.indices(r)`` the sample
+    indices themselves. A bad argument is a :class:`ConfigError` that names it.
     """
-    _check_int("epoch", epoch, 0)
-    _check_int("seed", seed, 0)
-    sizes = split_sizes(n_samples, ranks)
-    slices = []
-    start = 0
-    for size in sizes:
-        slices.append(range(start, start + size))
-        start += size
-    return Partition(n_samples, tuple(slices), epoch, seed, bool(shuffle))
+    check_int(epoch, "epoch", ge=0)
+    check_int(seed, "seed", ge=0)
+    ends = list(itertools.accumulate(split_sizes(n_samples, ranks), initial=0))
+    slices = tuple(range(a, b) for a, b in itertools.pairwise(ends))
+    return Partition(n_samples, slices, epoch, seed, bool(shuffle))

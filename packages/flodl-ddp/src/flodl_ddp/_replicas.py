@@ -22,11 +22,12 @@ from ._modes import Backend
 
 def replica_signature(model: nn.Module) -> list[list[Any]]:
     """``[kind, name, shape, dtype]`` of every parameter, then every buffer."""
-    out: list[list[Any]] = []
-    for kind, items in (("param", model.named_parameters()), ("buffer", model.named_buffers())):
-        for name, t in items:
-            out.append([kind, name, list(t.shape), str(t.dtype).removeprefix("torch.")])
-    return out
+    items = [("param", model.named_parameters()), ("buffer", model.named_buffers())]
+    return [
+        [kind, name, list(t.shape), str(t.dtype).removeprefix("torch.")]
+        for kind, named in items
+        for name, t in named
+    ]
 
 
 def check_replicas(model: nn.Module, comm: Comm) -> None:
@@ -37,14 +38,11 @@ def check_replicas(model: nn.Module, comm: Comm) -> None:
     for r, sig in enumerate(sigs[1:], start=1):
         if sig == ref:
             continue
-        n0 = sum(1 for e in ref if e[0] == "param")
-        nr = sum(1 for e in sig if e[0] == "param")
+        n0, nr = (sum(e[0] == "param" for e in x) for x in (ref, sig))
         detail = f"rank 0 has {n0} parameters, rank {r} has {nr}"
-        for a, b in zip(ref, sig, strict=False):
-            if a != b:
-                detail += f"; first difference: rank 0 {a[0]} {a[1]} {a[2]} {a[3]} vs "
-                detail += f"rank {r} {b[0]} {b[1]} {b[2]} {b[3]}"
-                break
+        if diff := next(((a, b) for a, b in zip(ref, sig, strict=False) if a != b), None):
+            a, b = (" ".join(map(str, e)) for e in diff)
+            detail += f"; first difference: rank 0 {a} vs rank {r} {b}"
         raise ConfigError(
             f"model replicas differ between ranks ({detail}); model_factory must build the same "
             "architecture on every rank"
@@ -58,10 +56,8 @@ def broadcast_initial(model: nn.Module, device: torch.device, backend: Backend) 
     tensors = [p.data for p in model.parameters()] + list(model.buffers())
     if not tensors:
         return
-    if backend is Backend.CPU and device.type != "cpu":
-        copies = [t.to("cpu") for t in tensors]
-        broadcast_buckets(copies)
-        for t, c in zip(tensors, copies, strict=True):
+    copies = [t.to("cpu") for t in tensors] if backend is Backend.CPU else tensors
+    broadcast_buckets(copies)
+    for t, c in zip(tensors, copies, strict=True):
+        if c is not t:
             t.copy_(c)
-    else:
-        broadcast_buckets(tensors)

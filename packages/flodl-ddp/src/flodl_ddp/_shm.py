@@ -1,22 +1,17 @@
 """Same-host averaging through shared memory: one slot per rank in a mapped file.
 
-gloo moves CPU tensors over loopback TCP even when every rank runs on one machine. On a 2-core
-host a gloo ``all_reduce`` between two ranks measured 1.7 ms for 31 KB and 13 ms for 7 MB, where
-reading the other rank's copy out of shared memory costs a memory pass. So when every rank can
-map the same file, an averaging round becomes: each rank copies its tensors into its own slot,
-the arrival exchange that the round already does tells every rank that all slots are written,
-and each rank sums the slots itself, in rank order, so every rank gets the same bits.
+When every rank can map the same file (gloo would move the copies over loopback TCP: measured in
+ARCHITECTURE-NOTES.md, ``_shm``), an averaging round becomes: each rank copies its tensors into
+its own slot, the arrival exchange that the round already does tells every rank that all slots
+are written, and each rank sums the slots itself, in rank order, so every rank gets the same bits.
 
 The file lives in ``/dev/shm`` (else the temp folder) under a random name and is unlinked as soon
 as every rank has mapped it: nothing is left behind, even when a rank dies. Ranks on other hosts
 cannot find it (or find a different file: a random nonce in the header tells), and a folder too
 small for ``world`` copies of the model refuses the file up front; in both cases every rank
-keeps gloo.
-
-A rank attaches only to a file rank 0 made for this run: a regular file named
+keeps gloo. A rank attaches only to a file rank 0 made for this run: a regular file named
 ``flodl-ddp-*.shm`` in the shared-memory folder, owned by this user, not a symbolic link, with
-the random nonce rank 0 sent. Anything else (another user's file, a planted link) is refused and
-the ranks keep gloo.
+the nonce rank 0 sent; anything else (another user's file, a planted link) is refused.
 
 Reuse is safe without a further barrier: a rank rewrites its slot at its next window end, after
 the round's closing exchange, which no rank passes before every rank has read all slots.
@@ -42,12 +37,13 @@ HEADER_BYTES = 64
 """Bytes before a shared file's payload: the nonce (16) and room to spare (keeps it aligned)."""
 _ALIGN = 64  # every region starts on a cache line
 PREFIX, SUFFIX = "flodl-ddp-", ".shm"
+Specs = Sequence[tuple[int, torch.dtype]]  # one (numel, dtype) per tensor of a slot
 
 
 def _shm_dir() -> str:
     """``/dev/shm`` where it is a writable folder (Linux: RAM-backed), else the temp folder."""
-    d = "/dev/shm"
-    return d if os.path.isdir(d) and os.access(d, os.W_OK) else tempfile.gettempdir()
+    ok = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+    return "/dev/shm" if ok else tempfile.gettempdir()
 
 
 def host_label() -> str:
@@ -68,9 +64,7 @@ class SharedSlots:
     convention only rank ``r`` writes it).
     """
 
-    def __init__(
-        self, mm: mmap.mmap, specs: Sequence[tuple[int, torch.dtype]], world: int, path: str
-    ) -> None:
+    def __init__(self, mm: mmap.mmap, specs: Specs, world: int, path: str) -> None:
         self._mm = mm  # the tensors below borrow its memory: keep it alive as long as they are
         self.path = path
         """Where the file was while the ranks mapped it (unlinked since)."""
@@ -79,41 +73,31 @@ class SharedSlots:
         for _ in range(world):
             row = []
             for numel, dtype in specs:
-                size = numel * dtype.itemsize
-                if numel == 0:
+                if numel == 0:  # (frombuffer refuses a count of 0)
                     row.append(torch.empty(0, dtype=dtype))
                 else:
                     row.append(torch.frombuffer(mm, dtype=dtype, count=numel, offset=offset))
-                offset += _aligned(size)
+                offset += _aligned(numel * dtype.itemsize)
             self.slots.append(row)
 
     @staticmethod
-    def nbytes(specs: Sequence[tuple[int, torch.dtype]], world: int) -> int:
+    def nbytes(specs: Specs, world: int) -> int:
         """The mapping's size: the header, then ``world`` slots of aligned regions."""
         return HEADER_BYTES + world * sum(_aligned(n * d.itemsize) for n, d in specs)
 
     @classmethod
-    def open(
-        cls,
-        comm: Comm,
-        specs: Sequence[tuple[int, torch.dtype]],
-        eligible: bool,
-    ) -> SharedSlots | None:
+    def open(cls, comm: Comm, specs: Specs, eligible: bool) -> SharedSlots | None:
         """Map one shared file on every rank, or ``None`` on every rank when any rank cannot
-        (another host, no writable folder, or ``eligible`` false on some rank).
-
-        A collective over ``comm``: every rank calls it at the same point.
-        """
+        (another host, no writable folder, or ``eligible`` false on some rank). A collective
+        over ``comm``: every rank calls it at the same point."""
         shared = map_shared(comm, "shm", cls.nbytes(specs, comm.world_size), eligible)
-        if shared is None:
-            return None
-        return cls(shared[0], specs, comm.world_size, shared[1])
+        return None if shared is None else cls(shared[0], specs, comm.world_size, shared[1])
 
 
 def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mmap, str] | None:
     """A file of ``size`` bytes that rank 0 creates and every rank maps (the mapping and the
-    path it had), or ``None`` on every
-    rank when any rank cannot (another host, no writable folder, ``eligible`` false somewhere).
+    path it had), or ``None`` on every rank when any rank cannot (another host, no writable
+    folder, ``eligible`` false somewhere).
     Ranks that a cluster file puts on different hosts (:func:`host_label`) never share one, even
     when they could (network namespaces, containers sharing ``/dev/shm``): what they exchange
     then goes over the network, as between machines, and so does a failure of that network.
@@ -139,11 +123,10 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mm
         # every rank has mapped it or given up: the name can go, the mappings stay
         with contextlib.suppress(OSError):
             os.unlink(path)
-    if got is None or not all(v[0] for v in oks):
-        if got is not None:
-            got.close()
-        return None
-    return got, path
+    if got is not None and not all(v[0] for v in oks):
+        got.close()
+        got = None
+    return None if got is None else (got, path)
 
 
 def _create(size: int) -> tuple[mmap.mmap, bytes]:
@@ -152,8 +135,8 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
     fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=SUFFIX, dir=_shm_dir())  # mode 0600
     try:
         if hasattr(os, "posix_fallocate"):
-            # Reserve the pages now: a full /dev/shm (64 MB in a default container) fails
-            # here and the ranks keep gloo, instead of a SIGBUS at the first write mid-run.
+            # Reserve the pages now: a full /dev/shm fails here (the ranks keep gloo), not
+            # with a SIGBUS at the first write mid-run.
             os.posix_fallocate(fd, 0, size)
         else:
             os.ftruncate(fd, size)
@@ -165,8 +148,7 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
         os.close(fd)  # the mapping keeps the memory
     nonce = os.urandom(16)
     mm[:16] = nonce
-    offer = {"path": path, "nonce": nonce.hex(), "host": host_label()}
-    return mm, json.dumps(offer).encode()
+    return mm, json.dumps({"path": path, "nonce": nonce.hex(), "host": host_label()}).encode()
 
 
 def _ours(path: str, st: os.stat_result) -> bool:

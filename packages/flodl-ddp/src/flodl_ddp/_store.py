@@ -16,11 +16,8 @@ import torch.distributed as dist
 def listen_store(
     addr: str, port: int = 0, *, timeout_s: float, multi_tenant: bool = False
 ) -> dist.TCPStore:
-    """A store server bound to ``addr:port`` (port 0: a free one; read it from ``.port``).
-
-    Raises:
-        OSError: the address cannot be bound (not an address of this host, or port in use).
-    """
+    """A store server bound to ``addr:port`` (port 0: a free one; read it from ``.port``);
+    ``OSError`` when the address cannot be bound (not this host's, or the port in use)."""
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

@@ -1,22 +1,17 @@
 """CPU and GPU utilization of one rank, sampled while it trains, for the timeline.
 
-A :class:`UtilizationSampler` is asked once per batch (:meth:`~UtilizationSampler.maybe_sample`)
-and reads at most once per ``min_interval_s`` (100 ms by default), so a 1 ms batch pays for a
-clock reading and a comparison, nothing more:
+A :class:`UtilizationSampler` is asked once per batch and reads at most once per
+``min_interval_s`` (100 ms by default), so a 1 ms batch pays for a clock reading and a comparison:
 
-- **CPU**: this process's CPU time (user + system, every thread: ``time.process_time``) between
-  two readings over the wall time between them, in percent of one core, as ``top`` shows it (a
-  rank on four busy intra-op threads reads up to 400 %). A rank waiting in a collective or asleep
-  in the slowdown reads low; one spinning in a lock reads high although it trains nothing.
-- **GPU**: only on a CUDA device: the device's busy percentage over the driver's last sample
-  period (NVML, through ``torch.cuda.utilization``, which needs the ``pynvml`` / ``nvidia-ml-py``
-  package; without it ``nvidia-smi``, run from a background thread at most every
-  ``smi_interval_s`` so the training thread never waits for a subprocess). It is the *device's*
-  figure: other processes on the same GPU count too. ``None`` when neither is available, and
-  always on a CPU rank.
+- **CPU**: this process's CPU time (``time.process_time``: user + system, every thread) between
+  two readings over the wall time between them, in percent of one core as ``top`` shows it (four
+  busy intra-op threads read up to 400 %). A rank waiting in a collective or asleep reads low.
+- **GPU**: on a CUDA device only, the device's busy percentage (NVML through
+  ``torch.cuda.utilization``, which needs ``pynvml``; else ``nvidia-smi`` polled from a
+  background thread at most every ``smi_interval_s``, so the training thread never waits for a
+  subprocess). Other processes on the same GPU count too. ``None`` without a reading.
 
-The reader functions are injected (``cpu_time``, ``gpu``), so the arithmetic is tested with a fake
-clock.
+The readers are injected (``cpu_time``, ``gpu``), so the arithmetic is tested with a fake clock.
 """
 
 from __future__ import annotations
@@ -30,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flodl_core import ConfigError
+import torch
+
+from flodl_core import ConfigError, check_finite
 
 MIN_INTERVAL_S = 0.1
 """Readings are at least this far apart (seconds)."""
@@ -56,10 +53,7 @@ class UtilizationSample:
 
 
 def _check_interval(name: str, value: object) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0:  # type: ignore[operator]
-        raise ConfigError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    return check_finite(value, name, ge=0, expected="a finite number of seconds >= 0")
 
 
 class UtilizationSampler:
@@ -106,20 +100,17 @@ class UtilizationSampler:
     def maybe_sample(self, now: float) -> UtilizationSample | None:
         """A sample when ``min_interval_s`` has passed since the last one (or since
         :meth:`start`; the first call without :meth:`start` only starts), else ``None``."""
-        if self._last_t is None:
-            self.start(now)
-            return None
         # (a nanosecond of slack: a clock that advanced by exactly the interval, in floats)
-        if now - self._last_t < self.min_interval_s - 1e-9:
+        if self._last_t is not None and now - self._last_t < self.min_interval_s - 1e-9:
             return None
-        return self.sample(now)
+        return self.sample(now)  # the first call only starts
 
     def sample(self, now: float) -> UtilizationSample | None:
         """A sample now, whatever the interval (``None`` before any reference reading, or when
         no time has passed since the last one)."""
-        if self._last_t is None or now <= self._last_t:
-            if self._last_t is None:
-                self.start(now)
+        if self._last_t is None:
+            self.start(now)
+        if now <= self._last_t:  # (just started, or no time has passed)
             return None
         cpu = self._cpu_time()
         interval = now - self._last_t
@@ -128,15 +119,12 @@ class UtilizationSampler:
         return UtilizationSample(now, interval, pct, self._read_gpu())
 
     def _read_gpu(self) -> float | None:
-        if self._gpu is None:
-            return None
         try:
-            v = self._gpu()
+            v = None if self._gpu is None else self._gpu()
         except Exception:  # a driver hiccup must not stop training: no reading this time
-            return None
-        if v is None or not isinstance(v, (int, float)) or not math.isfinite(v):
-            return None
-        return min(100.0, max(0.0, float(v)))
+            v = None
+        ok = isinstance(v, (int, float)) and math.isfinite(v)
+        return min(100.0, max(0.0, float(v))) if ok else None  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Stop the background ``nvidia-smi`` poller, if any (idempotent)."""
@@ -155,15 +143,12 @@ class UtilizationSampler:
 
 def _cuda_index(device: Any) -> int | None:
     """The CUDA index of ``device``, or ``None`` when it is not a CUDA device."""
-    text = str(device)
-    kind, _, idx = text.partition(":")
+    kind, _, idx = str(device).partition(":")
     if kind != "cuda":
         return None
     if idx:
         return int(idx)
     try:
-        import torch
-
         return int(torch.cuda.current_device())
     except Exception:
         return 0
@@ -173,8 +158,6 @@ def torch_gpu_reader(index: int) -> GpuReader | None:
     """``torch.cuda.utilization(index)`` when it answers here (it needs NVML's Python binding),
     else ``None``."""
     try:
-        import torch
-
         torch.cuda.utilization(index)
     except Exception:
         return None
@@ -184,9 +167,8 @@ def torch_gpu_reader(index: int) -> GpuReader | None:
 def parse_smi(text: str) -> float | None:
     """The percentage in ``nvidia-smi --query-gpu=utilization.gpu
     --format=csv,noheader,nounits`` output (``None`` for ``[N/A]`` or anything else)."""
-    line = text.strip().splitlines()[0].strip() if text.strip() else ""
     try:
-        v = float(line)
+        v = float(text.strip().splitlines()[0]) if text.strip() else math.nan
     except ValueError:
         return None
     return v if math.isfinite(v) else None
@@ -194,12 +176,11 @@ def parse_smi(text: str) -> float | None:
 
 def smi_query(index: int, timeout_s: float = 5.0) -> float | None:
     """One ``nvidia-smi`` reading of GPU ``index`` (``None`` when it fails)."""
+    query = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-             "-i", str(index)],
-            capture_output=True, text=True, timeout=timeout_s, check=False,
-        )  # fmt: skip
+            [*query, "-i", str(index)], capture_output=True, text=True, timeout=timeout_s
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return parse_smi(out.stdout) if out.returncode == 0 else None
@@ -235,10 +216,8 @@ def _auto_gpu_reader(device: Any, closers: list[Callable[[], None]]) -> GpuReade
     if index is None:
         return None
     reader = torch_gpu_reader(index)
-    if reader is not None:
+    if reader is not None or shutil.which("nvidia-smi") is None:
         return reader
-    if shutil.which("nvidia-smi") is None:
-        return None
     poller = SmiPoller(lambda: smi_query(index))
     closers.append(poller.close)
     return poller.latest

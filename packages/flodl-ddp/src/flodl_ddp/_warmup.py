@@ -1,12 +1,10 @@
 """A device's one-off start-up costs, paid before a run's clock starts.
 
-On a fresh CUDA process the first matrix product creates the cuBLAS handle and its workspace, the
-first backward starts autograd's thread for the device, and the first convolution (or cuDNN
-RNN, or batch norm) loads cuDNN and creates its handle. Measured on an H200: 0.37 s for the first
-two, 0.54 s for cuDNN, against ~0.1 s for a whole epoch of a small model after them. Paid inside
-epoch 0 they would be clocked as training time (a one-device run looks slower than it is) and
-read by ElChe as the rank's speed. Paying them before the ranks' start barrier keeps both clean.
-What stays in the first batches is the loading of each kernel the model uses, on first use.
+The first matrix product, backward and cuDNN module of a fresh CUDA process create the cuBLAS
+handle, autograd's device thread and the cuDNN handle: half a second or more (measured:
+ARCHITECTURE-NOTES.md, ``_warmup``). Paid inside epoch 0 they would be clocked as training time
+and read by ElChe as the rank's speed; paying them before the ranks' start barrier keeps both
+clean. What stays in the first batches is the loading of each kernel the model uses.
 """
 
 from __future__ import annotations
