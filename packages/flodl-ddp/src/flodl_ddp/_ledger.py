@@ -11,6 +11,7 @@ the numbers of a rank that died after its windows were committed.
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -18,6 +19,8 @@ import torch
 from torch import Tensor
 
 # the numbers a rank hands to a round, summed per rank over the epoch
+SAMPLE_EVERY_S = 0.1
+"""The shortest interval between two utilization samples of a rank."""
 SUMMED = ("loss_sum", "loss_n", "batches", "compute", "sync", "idle", "comm_bytes")
 
 
@@ -52,7 +55,8 @@ class RankLedger:
         self.rank = rank
         self.timeline = timeline
         self.t0 = t0
-        self.sampler = sampler  # a UtilizationSampler when there is a timeline
+        self.sampler = sampler  # a flodl_monitor.ResourceSampler when there is a timeline
+        self._sampled = now()
         self.numbers: dict[str, float] = dict.fromkeys(SUMMED, 0.0)
         self._loss: Tensor | None = None
 
@@ -83,12 +87,18 @@ class RankLedger:
 
     # ---- timeline -----------------------------------------------------------------------------
 
-    def tick(self) -> None:
-        """After a batch: a utilization sample into the timeline, at most every 100 ms."""
-        s = self.sampler.maybe_sample(now()) if self.sampler is not None else None
-        if s is not None:
-            t = max(0.0, s.t + time.time() - now() - self.t0)
-            self.timeline.sample(self.rank, t, cpu=s.cpu_pct, gpu=s.gpu_pct)
+    def tick(self, device: torch.device) -> None:
+        """After a batch: this process's CPU (percent of one core) and its GPU's utilization
+        since the last sample into the timeline, at most every 100 ms."""
+        if self.sampler is None or now() - self._sampled < SAMPLE_EVERY_S:
+            return
+        self._sampled = now()
+        s = self.sampler.sample()
+        cpu = s.proc_cpu * (os.cpu_count() or 1) if s.proc_cpu is not None else None
+        gpu = next((g.util for g in s.gpus if g.dev == (device.index or 0)), None)
+        if cpu is not None or gpu is not None:
+            t = max(0.0, time.time() - self.t0)
+            self.timeline.sample(self.rank, t, cpu=cpu, gpu=gpu if device.type == "cuda" else None)
 
     def span(self, kind: str, start: float, end: float) -> None:
         """A ``kind`` span of this rank between two :func:`now` readings."""

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from flodl_core import ConfigError, DataLoader
 from flodl_core.optim import Scheduler
+from flodl_monitor import ResourceSampler
 
 from ._average import Averager
 from ._comm import Comm
@@ -52,7 +53,6 @@ from ._rounds import AveragingRound, WindowReport
 from ._slowdown import Slowdown
 from ._sync_hook import wrap_sync
 from ._timeline import Timeline
-from ._utilization import UtilizationSampler
 from ._warmup import warm_up
 from ._watchdog import WAITING, Beacon
 from ._worklist import EpochWork, RankWork, WindowWork, claim_size
@@ -127,9 +127,9 @@ class RankEngine(EngineState):
         """The timeline (with utilization samples), the scalar sink, this rank's ledger and the
         epoch's tally of every rank (their hosts and devices told once, when not known)."""
         self.timeline: Any = Timeline(origin=self.ctx.t0) if self.spec.timeline else None
-        sampler = UtilizationSampler(self.device) if self.timeline is not None else None
-        if sampler is not None:
-            sampler.start(now())
+        sampler = None
+        if self.timeline is not None:  # GPUs are polled only for a CUDA rank
+            sampler = ResourceSampler(gpus=None if self.device.type == "cuda" else [])
         self.sink = ScalarSink()
         self.ledger = RankLedger(self.rank, self.timeline, self.ctx.t0, sampler)
         hosts, devices = self.ctx.hosts, self.ctx.devices
@@ -302,7 +302,7 @@ class RankEngine(EngineState):
             )
         self.slowdown.after_batch(t)
         self._compute_s += now() - t
-        self.ledger.tick()
+        self.ledger.tick(self.device)
 
     def _advance_schedule(self) -> None:
         s = self.scheduler

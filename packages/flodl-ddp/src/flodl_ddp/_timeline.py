@@ -139,7 +139,7 @@ class Timeline:
     ) -> None:
         """Record rank ``rank``'s utilization over the interval ending at ``t``: ``cpu`` percent of
         one core (may exceed 100), ``gpu`` percent of its GPU (0-100); at least one of them (see
-        :class:`~flodl_ddp._utilization.UtilizationSampler`, which measures both)."""
+        the rank engine samples both with :class:`flodl_monitor.ResourceSampler`)."""
         check_int(rank, "rank", ge=0)
         cpu_pct, gpu_pct = _pct("cpu", cpu), _pct("gpu", gpu)
         if cpu_pct is None and gpu_pct is None:
