@@ -83,10 +83,22 @@ def scenarios(rank: int) -> dict[str, Any]:
     model = Net()
     model.bn.running_mean.fill_(float(rank + 1))
     model.bn.num_batches_tracked.fill_(5 * rank)
-    verify_replicas(model)
+    verify_replicas(model, values=False)  # the same architecture; each rank's own weights
+    out["values_before_sync"] = replica_error(model)
     sync_params(model)
     out["params_after_sync"] = [p.tolist() for p in model.parameters()]
     out["buffers_after_sync"] = [b.tolist() for b in model.buffers()]
+    out["values_after_sync"] = replica_error(model)
+    with torch.no_grad():  # one float32 step (an ulp) in one weight, on rank 1 only
+        w = model.lin.weight
+        if rank == 1:
+            w[1, 2] = torch.nextafter(w[1, 2], torch.tensor(float("inf")))
+        out["one_ulp_on_rank_1"] = replica_error(model)
+        sync_params(model)
+        if rank == 1:
+            model.bn.num_batches_tracked += 1  # a buffer differs
+        out["buffer_on_rank_1"] = replica_error(model)
+        sync_params(model)
     model.bn.running_var.fill_(float(rank + 2))
     sync_buffers(model)
     out["running_var_after_sync_buffers"] = model.bn.running_var.tolist()
@@ -111,12 +123,17 @@ def scenarios(rank: int) -> dict[str, Any]:
         out["zero_total"] = str(e)
 
     other = nn.Linear(3, 2 + rank)  # rank 1's replica has a different shape
-    try:
-        verify_replicas(other)
-        out["mismatch"] = "no error"
-    except DdpError as e:
-        out["mismatch"] = [e.rank, str(e)]
+    out["mismatch"] = replica_error(other)
     return out
+
+
+def replica_error(model: nn.Module) -> Any:
+    """``verify_replicas(model)``: ``None`` when it passes, else ``[rank, message]``."""
+    try:
+        verify_replicas(model)
+    except DdpError as e:
+        return [e.rank, str(e)]
+    return None
 
 
 def main(rank: int, port: int, world_size: int, out_dir: str) -> None:

@@ -139,7 +139,25 @@ def test_mismatched_replicas(results: list[dict[str, Any]]) -> None:
     for res in results:
         rank, msg = res["mismatch"]
         assert rank == 1
-        assert "differs from rank 0" in msg
+        assert "the replica on rank 1 differs from rank 0's in its architecture" in msg
+        assert "2 vs 2 tensors, 12 vs 8 parameter elements" in msg  # Linear(3, 3) vs (3, 2)
+
+
+def test_replicas_that_differ_in_values_are_named(results: list[dict[str, Any]]) -> None:
+    """Same architecture, different values: each rank's own initial weights, then one float32
+    ulp in one weight, then one integer buffer, each on rank 1 only; after sync_params the
+    replicas agree."""
+    for res in results:
+        assert res["values_after_sync"] is None
+        for key, tensor in [
+            ("values_before_sync", "lin.weight"),
+            ("one_ulp_on_rank_1", "lin.weight"),
+            ("buffer_on_rank_1", "bn.num_batches_tracked"),
+        ]:
+            rank, msg = res[key]
+            assert rank == 1, (key, msg)
+            assert "the replica on rank 1 differs from rank 0's in its values" in msg, (key, msg)
+            assert f"first in {tensor!r}" in msg and "sync_params(model)" in msg, (key, msg)
 
 
 def test_without_process_group() -> None:

@@ -3,16 +3,23 @@ the watchdog and the no-pickle heal transport."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import os
 import pickle
+import secrets
 import socket
 import sys
+import threading
 import time
 import types
 import urllib.error
+import urllib.request
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -28,7 +35,15 @@ from flodl_ddp._elastic import (
     require_torchft,
     resolve_exposure,
 )
-from flodl_ddp._elastic_transport import StateTransport, decode_state, encode_state
+from flodl_ddp._elastic_transport import (
+    NONCE_HEADER,
+    SIGNATURE_HEADER,
+    StateTransport,
+    decode_state,
+    encode_state,
+    request_signature,
+    size_bound,
+)
 from flodl_ddp._watchdog import Watchdog
 
 try:
@@ -362,6 +377,147 @@ def test_heal_transport_serves_the_snapshot_to_token_holders_only() -> None:
     finally:
         for tr in (sender, receiver, intruder):
             tr.shutdown()
+
+
+class _Fake:
+    """An HTTP server on loopback that records each request's headers and answers with
+    ``reply(handler)``."""
+
+    def __init__(self, reply: Any) -> None:
+        self.headers: list[dict[str, str]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                fake.headers.append(dict(self.headers.items()))
+                reply(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_heal_requests_carry_a_signature_not_the_token() -> None:
+    token, t = "secret-token-" + "x" * 20, timedelta(seconds=5)
+    fake = _Fake(lambda h: h.send_error(404))
+    receiver = StateTransport("127.0.0.1", token, t)
+    try:
+        for _ in range(2):
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                receiver.recv_checkpoint(0, fake.url, step=7, timeout=t)
+    finally:
+        receiver.shutdown()
+        fake.close()
+    nonces = []
+    for headers in fake.headers:
+        assert not any(token in v for v in headers.values()), headers
+        nonce = headers[NONCE_HEADER]
+        want = hmac.new(token.encode(), f"state/7/{nonce}".encode(), hashlib.sha256).hexdigest()
+        assert headers[SIGNATURE_HEADER] == want
+        nonces.append(nonce)
+    assert len(nonces) == 2 and nonces[0] != nonces[1] and len(nonces[0]) >= 32
+
+
+def _get(url: str, headers: dict[str, str]) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as r:
+            r.read()
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def test_a_signature_is_good_for_its_step_and_once() -> None:
+    t = timedelta(seconds=5)
+    sender = StateTransport("127.0.0.1", "secret-token", timedelta(seconds=0.2))
+    try:
+        sender.send_checkpoint([1], step=7, state_dict=_state(), timeout=t)
+        base = sender.metadata()
+        nonce = secrets.token_hex(16)
+        signed = {
+            NONCE_HEADER: nonce,
+            SIGNATURE_HEADER: request_signature("secret-token", 7, nonce),
+        }
+        assert _get(f"{base}/state/8", signed) == 403  # step 7's signature, for step 8
+        assert _get(f"{base}/state/7", signed) == 200
+        assert _get(f"{base}/state/7", signed) == 403  # the same request again: a replay
+        assert _get(f"{base}/state/7", {"X-Flodl-Run-Token": "secret-token"}) == 403
+        assert _get(f"{base}/state/7", {}) == 403
+        other = secrets.token_hex(16)
+        forged = {NONCE_HEADER: other, SIGNATURE_HEADER: request_signature("guess", 7, other)}
+        assert _get(f"{base}/state/7", forged) == 403
+        fresh = secrets.token_hex(16)
+        again = {NONCE_HEADER: fresh, SIGNATURE_HEADER: request_signature("secret-token", 7, fresh)}
+        assert _get(f"{base}/state/7", again) == 200
+    finally:
+        sender.shutdown()
+
+
+def _declares_a_huge_body(h: BaseHTTPRequestHandler) -> None:
+    h.send_response(200)
+    h.send_header("Content-Length", str(1 << 40))
+    h.end_headers()
+    h.wfile.write(b"FDLS" * 1024)  # and never the rest
+
+
+def _streams_without_end(h: BaseHTTPRequestHandler) -> None:
+    h.send_response(200)
+    h.end_headers()  # no length: the body ends when the connection does
+    try:
+        for _ in range(1 << 20):  # 64 GiB if it were all read
+            h.wfile.write(b"\0" * (1 << 16))
+    except OSError:
+        pass  # the receiver hung up
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (_declares_a_huge_body, "refused before reading it"),
+        (_streams_without_end, "without a declared length"),
+    ],
+)
+def test_a_state_past_the_receivers_bound_is_refused(reply: Any, why: str) -> None:
+    t = timedelta(seconds=10)
+    fake = _Fake(reply)
+    receiver = StateTransport("127.0.0.1", "tok", t, max_bytes=1 << 20)
+    start = time.monotonic()
+    try:
+        with pytest.raises(CheckpointError, match="limit of 1048576 bytes") as info:
+            receiver.recv_checkpoint(0, fake.url, step=3, timeout=t)
+    finally:
+        receiver.shutdown()
+        fake.close()
+    assert why in str(info.value) and fake.url in str(info.value)
+    assert time.monotonic() - start < 5.0
+
+
+def test_a_bound_can_come_from_the_receivers_own_state() -> None:
+    t = timedelta(seconds=5)
+    state = _state()
+    sender = StateTransport("127.0.0.1", "tok", t)
+    tight = StateTransport("127.0.0.1", "tok", t, max_bytes=lambda: 100)
+    fits = StateTransport("127.0.0.1", "tok", t, max_bytes=lambda: size_bound(state))
+    try:
+        sender.send_checkpoint([1], step=1, state_dict=state, timeout=t)
+        with pytest.raises(CheckpointError, match="limit of 100 bytes"):
+            tight.recv_checkpoint(0, sender.metadata(), step=1, timeout=t)
+        got = fits.recv_checkpoint(0, sender.metadata(), step=1, timeout=t)
+        assert got["torchft"] == {"step": 7, "batches_committed": 21}
+    finally:
+        for tr in (sender, tight, fits):
+            tr.shutdown()
+    # 8 x the tensors' bytes (w 6 x 4, n 1 x 8, step 1 x 4, exp_avg 2 x 4 = 44) plus the slack
+    assert size_bound(state) == 8 * 44 + (64 << 20)
+    assert size_bound(state, factor=2, slack=0) == 88
 
 
 def test_heal_transport_is_not_reachable_on_other_addresses() -> None:

@@ -4,6 +4,7 @@ For people who keep their own loop and their own launcher (``torchrun``) and onl
 collectives, bucketed::
 
     dist.init_process_group("gloo")
+    verify_replicas(model, values=False)    # the same architecture on every rank
     sync_params(model)                      # every rank starts from rank 0's weights
     for batch in my_shard:
         loss_fn(model(batch)).backward()
@@ -13,7 +14,8 @@ collectives, bucketed::
 
 ``weighted_all_reduce_gradients(model, count)`` is the heterogeneous version: a rank that ran
 ``count`` batches weighs ``count / total`` in the result, which is the mean over every batch run by
-any rank when each rank's gradient is the mean over its own batches.
+any rank when each rank's gradient is the mean over its own batches. ``verify_replicas(model)``
+at any later point checks that the replicas still hold the same values, bit for bit.
 """
 
 from __future__ import annotations
@@ -107,37 +109,83 @@ def weighted_all_reduce_gradients(
     all_reduce_buckets(grads, prescale=count / total, wire_dtype=wire_dtype, group=group)
 
 
+def _tensors(model: nn.Module) -> list[tuple[str, Tensor]]:
+    """Every parameter and buffer by name, in ``named_parameters()`` then ``named_buffers()``
+    order (the order ``state_dict`` and the bucketed collectives use)."""
+    return [*model.named_parameters(), *model.named_buffers()]
+
+
 def _layout(model: nn.Module) -> tuple[int, int, int]:
-    shapes = ";".join(
-        f"{n}:{tuple(t.shape)}:{t.dtype}"
-        for n, t in [*model.named_parameters(), *model.named_buffers()]
-    )
-    n_tensors = sum(1 for _ in model.parameters()) + sum(1 for _ in model.buffers())
+    """``(tensor count, parameter elements, CRC32 of every name, shape and dtype)``."""
+    tensors = _tensors(model)
+    shapes = ";".join(f"{n}:{tuple(t.shape)}:{t.dtype}" for n, t in tensors)
     numel = sum(t.numel() for t in model.parameters())
-    return n_tensors, numel, zlib.crc32(shapes.encode())
+    return len(tensors), numel, zlib.crc32(shapes.encode())
 
 
-def verify_replicas(model: nn.Module, *, group: dist.ProcessGroup | None = None) -> None:
-    """Check that every rank holds the same architecture (names, shapes, dtypes) before the
-    first bucketed collective, which would otherwise pair mismatched buckets or hang.
+def _crc(t: Tensor) -> int:
+    """CRC32 of a tensor's raw bytes, as stored: equal values bit for bit, equal CRCs."""
+    flat = t.detach().contiguous().reshape(-1).cpu()
+    return zlib.crc32(flat.view(torch.uint8).numpy()) if flat.numel() else 0
 
-    Raises:
-        DdpError: naming the first rank whose replica differs from rank 0's.
-    """
-    if not dist.is_available() or not dist.is_initialized():
-        raise DdpError("no torch.distributed process group is initialised")
-    mine = torch.tensor(_layout(model), dtype=torch.int64)
+
+def _gather(values: list[int], group: dist.ProcessGroup | None) -> list[list[int]]:
+    """Every rank's ``values`` (the same length on every rank), in rank order."""
+    mine = torch.tensor(values, dtype=torch.int64)
     if dist.get_backend(group) == "nccl":
         mine = mine.cuda()
     gathered = [torch.zeros_like(mine) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, mine, group=group)
-    ref = gathered[0].tolist()
-    for r, g in enumerate(gathered):
-        got = g.tolist()
-        if got != ref:
+    return [g.tolist() for g in gathered]
+
+
+def verify_replicas(
+    model: nn.Module, *, values: bool = True, group: dist.ProcessGroup | None = None
+) -> None:
+    """Check that every rank holds the same replica: the same architecture (parameter and
+    buffer names, shapes, dtypes) and, with ``values``, the same values of every parameter and
+    buffer, bit for bit (a CRC32 of each tensor's bytes, compared across ranks).
+
+    Call it before the first bucketed collective, which would otherwise pair mismatched
+    buckets or hang, and after :func:`sync_params`: replicas that start apart never meet again
+    (the averaged gradients keep their difference). ``values=False`` checks the architecture
+    alone (before ``sync_params``, when each rank drew its own initial weights).
+
+    A collective: every rank of ``group`` calls it (one small all-gather; a second one only
+    when the values differ, to name the first tensor that does).
+
+    Raises:
+        DdpError: naming the first rank whose replica differs from rank 0's, and whether its
+            architecture or (same architecture) its values differ, with the first tensor.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        raise DdpError("no torch.distributed process group is initialised")
+    tensors = _tensors(model)
+    crcs = [_crc(t) for _, t in tensors] if values else []
+    total = 0
+    for c in crcs:
+        total = zlib.crc32(c.to_bytes(4, "little"), total)
+    gathered = _gather([*_layout(model), total], group)
+    ref = gathered[0]
+    for r, got in enumerate(gathered):
+        if got[:3] != ref[:3]:
             raise DdpError(
-                f"the replica on rank {r} differs from rank 0's: {got[0]} vs {ref[0]} "
-                f"tensors, {got[1]} vs {ref[1]} parameter elements (or different names, shapes "
-                "or dtypes); every rank must build the same model",
+                f"the replica on rank {r} differs from rank 0's in its architecture: {got[0]} vs "
+                f"{ref[0]} tensors, {got[1]} vs {ref[1]} parameter elements (or different names, "
+                "shapes or dtypes); every rank must build the same model",
                 rank=r,
             )
+    differ = [r for r, got in enumerate(gathered) if got[3] != ref[3]]
+    if not differ:
+        return
+    per_tensor = _gather(crcs, group)  # every rank saw the same difference: all call it
+    r = differ[0]
+    pairs = zip(tensors, per_tensor[r], per_tensor[0], strict=True)
+    first = next((name for (name, _), a, b in pairs if a != b), "?")
+    raise DdpError(
+        f"the replica on rank {r} differs from rank 0's in its values (same architecture), "
+        f"first in {first!r}; every rank must start from the same weights: call "
+        "sync_params(model) after building the model (and sync_buffers(model) after changing "
+        "buffers on one rank)",
+        rank=r,
+    )

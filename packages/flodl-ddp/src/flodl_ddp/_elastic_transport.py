@@ -8,29 +8,50 @@ can run code in the receiver. :class:`StateTransport` is a drop-in ``CheckpointT
   go on mutating the live tensors), as a flodl state file (JSON structure plus raw tensor bytes:
   :func:`flodl_core.checkpoint.save_state_file`);
 - an HTTP server bound to one address (loopback unless a trusted interface was named) serves it
-  at ``/state/<step>``, only to requests that carry the run's random token;
-- the receiver checks the file (magic, lengths, dtypes) while reading it back; nothing in it can
-  execute code.
+  at ``/state/<step>``, only to requests signed with the run's random token: an HMAC-SHA256 of
+  the step and a fresh random nonce (:func:`request_signature`), checked with
+  :func:`hmac.compare_digest`. The token itself never travels, a signature is good for its
+  step only, and a nonce the server has seen is refused (a captured request cannot be
+  replayed);
+- the receiver streams the answer to a temporary file, refusing one longer than ``max_bytes``
+  before reading it (a declared ``Content-Length`` past the bound) or as soon as it passes the
+  bound (no length declared), then checks the file (magic, lengths, dtypes) while reading it
+  back; nothing in it can execute code.
 """
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import hmac
 import logging
+import re
+import secrets
 import tempfile
 import threading
-import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from flodl_core import CheckpointError
 from flodl_core.checkpoint import read_state_file, save_state_file
 
 logger = logging.getLogger("flodl.ddp")
 
-TOKEN_HEADER = "X-Flodl-Run-Token"
+NONCE_HEADER = "X-Flodl-Nonce"
+SIGNATURE_HEADER = "X-Flodl-Signature"
+DEFAULT_MAX_BYTES = 16 << 30
+"""The receiver's bound on a heal state when none is given: generous (a 1.3 B-parameter float32
+model with Adam's two moments), yet a peer cannot stream without end into the receiver's disk."""
+NONCES_KEPT = 4096
+"""How many recent nonces a server remembers to refuse a replayed request."""
+_CHUNK = 1 << 20
+_NONCE = re.compile(r"[0-9a-f]{32,128}")
 
 
 class _Holder:
@@ -60,35 +81,71 @@ def decode_state(blob: bytes) -> Any:
         return state
 
 
+def request_signature(token: str, step: int, nonce: str) -> str:
+    """The signature of a request for the state of ``step``: hex HMAC-SHA256, keyed by the run's
+    ``token``, of ``state/<step>/<nonce>``."""
+    msg = f"state/{int(step)}/{nonce}".encode()
+    return hmac.new(token.encode(), msg, hashlib.sha256).hexdigest()
+
+
+def size_bound(state: Any, factor: int = 8, slack: int = 64 << 20) -> int:
+    """A bound on a heal state derived from a state of the same model that the receiver holds
+    (its own ``state_dict()``): ``factor`` times the bytes of its tensors, plus ``slack``.
+
+    A rank that rejoins has its model and a fresh optimizer, often still without state; what it
+    receives is the model, the optimizer's state (Adam: two more copies of the model) and small
+    controllers, well under 8 copies."""
+    return factor * _tensor_bytes(state) + slack
+
+
+def _tensor_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
 class StateTransport:
     """A torchft ``CheckpointTransport`` (``metadata``, ``send_checkpoint``,
-    ``disallow_checkpoint``, ``recv_checkpoint``, ``shutdown``) over token-checked HTTP.
+    ``disallow_checkpoint``, ``recv_checkpoint``, ``shutdown``) over signed HTTP.
 
     Args:
         host: the address to bind and advertise (``127.0.0.1`` or a trusted interface's).
-        token: the run's secret; requests without it get 403.
+        token: the run's secret; it keys the requests' signatures, and requests without a
+            valid signature get 403.
         timeout: default network timeout.
+        max_bytes: the most bytes a received state may have (or a function giving it at each
+            receive, e.g. ``lambda: size_bound(engine.state_dict())``).
     """
 
-    def __init__(self, host: str, token: str, timeout: timedelta) -> None:
+    def __init__(
+        self,
+        host: str,
+        token: str,
+        timeout: timedelta,
+        max_bytes: int | Callable[[], int] = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.host = host
         self._token = token
         self._timeout = timeout
+        self._max_bytes = max_bytes
         self._ready = threading.Condition()
         self._blob: bytes | None = None
         self._step: int | None = None
+        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._seen_lock = threading.Lock()
         transport = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                got = self.headers.get(TOKEN_HEADER, "")
-                if not hmac.compare_digest(got.encode(), transport._token.encode()):
-                    self.send_error(403, "missing or wrong run token")
+                step = transport._admit(self.path, self.headers)
+                if isinstance(step, str):
+                    self.send_error(403, step)
                     return
-                parts = self.path.strip("/").split("/")
-                blob = None
-                if len(parts) == 2 and parts[0] == "state" and parts[1].isdigit():
-                    blob = transport._wait_for(int(parts[1]))
+                blob = transport._wait_for(step)
                 if blob is None:
                     self.send_error(404, "no state for that step")
                     return
@@ -115,6 +172,29 @@ class StateTransport:
     def metadata(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    # ---- the server's side --------------------------------------------------------------------
+
+    def _admit(self, path: str, headers: Any) -> int | str:
+        """The step a request may have, or why it is refused (the 403's reason)."""
+        parts = path.strip("/").split("/")
+        nonce = headers.get(NONCE_HEADER, "")
+        got = headers.get(SIGNATURE_HEADER, "")
+        if not (len(parts) == 2 and parts[0] == "state" and parts[1].isdigit()):
+            return "unsigned or malformed request"
+        if not _NONCE.fullmatch(nonce) or not got:
+            return "missing run signature"
+        step = int(parts[1])
+        want = request_signature(self._token, step, nonce)
+        if not hmac.compare_digest(got.encode(), want.encode()):
+            return "wrong run signature"
+        with self._seen_lock:
+            if nonce in self._seen:
+                return "replayed request"
+            self._seen[nonce] = None
+            while len(self._seen) > NONCES_KEPT:
+                self._seen.popitem(last=False)
+        return step
+
     def send_checkpoint(
         self, dst_ranks: list[int], step: int, state_dict: Any, timeout: timedelta
     ) -> None:
@@ -134,16 +214,60 @@ class StateTransport:
         # tensors; it is kept until the next send for a receiver that asks late.
         return None
 
+    # ---- the receiver's side ------------------------------------------------------------------
+
     def recv_checkpoint(self, src_rank: int, metadata: str, step: int, timeout: timedelta) -> Any:
-        req = urllib.request.Request(
-            f"{metadata}/state/{int(step)}", headers={TOKEN_HEADER: self._token}
-        )
-        with urllib.request.urlopen(req, timeout=timeout.total_seconds()) as resp:
-            blob = resp.read()
-        return decode_state(blob)
+        nonce = secrets.token_hex(16)
+        url = f"{metadata}/state/{int(step)}"
+        headers = {
+            NONCE_HEADER: nonce,
+            SIGNATURE_HEADER: request_signature(self._token, int(step), nonce),
+        }
+        req = urllib.request.Request(url, headers=headers)
+        limit = int(self._max_bytes() if callable(self._max_bytes) else self._max_bytes)
+        with tempfile.TemporaryDirectory(prefix="flodl-heal-") as d:
+            path = Path(d) / "state"
+            with urllib.request.urlopen(req, timeout=timeout.total_seconds()) as resp:
+                _save_bounded(resp, path, limit, url)
+            _, state = read_state_file(path)
+            return state
 
     def shutdown(self, wait: bool = True) -> None:
         self._server.shutdown()
         self._server.server_close()
         if wait:
             self._thread.join(5.0)
+
+
+def _save_bounded(resp: Any, path: Path, limit: int, url: str) -> None:
+    """Stream the body of ``resp`` into ``path``; ``CheckpointError`` for a body longer than
+    ``limit`` bytes (before reading any when its declared length says so) or shorter than its
+    declared length."""
+    declared = resp.headers.get("Content-Length")
+    size: int | None = None
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise CheckpointError(
+                f"heal state from {url}: bad Content-Length {declared!r}"
+            ) from None
+        if size > limit:
+            raise CheckpointError(
+                f"heal state from {url} is {size} bytes, more than the receiver's limit of "
+                f"{limit} bytes (StateTransport max_bytes); refused before reading it"
+            )
+    got = 0
+    with open(path, "wb") as f:
+        while chunk := resp.read(min(_CHUNK, limit + 1 - got)):
+            got += len(chunk)
+            if got > limit:
+                raise CheckpointError(
+                    f"heal state from {url} passed the receiver's limit of {limit} bytes "
+                    "(StateTransport max_bytes) without a declared length; refused"
+                )
+            f.write(chunk)
+    if size is not None and got != size:
+        raise CheckpointError(
+            f"heal state from {url} ended after {got} of its {size} bytes (connection lost?)"
+        )
