@@ -36,7 +36,7 @@ from ._average import Averager
 from ._comm import Comm
 from ._elche import ElChe
 from ._engine_state import EngineState
-from ._errors import DdpError
+from ._errors import DdpError, PeerError
 from ._ft import WindowVoid
 from ._gate import TAIL_FRACTION, Overshoot, WindowGate, waiting
 from ._handle import TrainedState, state_of
@@ -332,8 +332,11 @@ class RankEngine(EngineState):
         try:
             yield from self._epoch(epoch)
             ended = True
+        except PeerError as e:  # another rank's failure: say its name, not this rank's
+            self.left = e.message
+            raise
         finally:
-            if not ended:
+            if not ended and self.left is None:
                 self._leave(epoch)
 
     def _leave(self, epoch: int) -> None:
