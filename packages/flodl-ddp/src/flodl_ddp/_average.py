@@ -1,14 +1,11 @@
-"""Parameter averaging for the cadence and async policies.
+"""Parameter averaging for the cadence and async policies; one round on rank ``r``, with
+``w_r = count_r / Σ count`` (its share of the window's batches):
 
-One round on rank ``r``, with ``w_r = count_r / Σ count`` (its share of the window's batches):
-
-1. ``θ_avg = Σ_r w_r θ_r`` for parameters, ``b_avg = (1/M) Σ_r b_r`` over the ``M`` members for
-   buffers (integer ones in float64, rounded back), summed by the run's
-   :class:`~flodl_ddp._reduce.Reducer` from two flat buffers (parameters and float buffers;
-   integer buffers);
-2. the outer optimizer turns the consensus into the new global weights (plain averaging keeps
+1. ``θ_avg = Σ_r w_r θ_r``, buffers ``b_avg = (1/M) Σ_r b_r`` over the ``M`` members (integer
+   ones in float64, rounded back), by the run's :class:`~flodl_ddp._reduce.Reducer`;
+2. the outer optimizer turns the consensus into the global weights (plain averaging keeps
    ``θ_avg``; SlowMo / DiLoCo step on ``Δ = θ_global − θ_avg``);
-3. write-back: ``θ_r := θ_global``, or with EASGD (cpu-async) ``θ_r := (1 − α) θ_r + α θ_global``;
+3. write-back: ``θ_r := θ_global``, or with EASGD ``θ_r := (1 − α) θ_r + α θ_global``;
 4. the divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖`` is returned for the convergence guard.
 """
 

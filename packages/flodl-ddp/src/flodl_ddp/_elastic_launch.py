@@ -1,8 +1,5 @@
-"""Starting an elastic run: the torchft lighthouse, the elastic policy, the handle.
-
-The launching process hosts the torchft lighthouse (bound to the run's address, see
-:mod:`flodl_ddp._elastic`) and the :class:`~flodl_ddp._supervisor.Supervisor` runs the ranks
-(:func:`flodl_ddp._elastic_link.elastic_rank_process`) under :class:`ElasticPolicy`.
+"""Starting an elastic run: the torchft lighthouse (bound to the run's address), the supervisor
+under :class:`ElasticPolicy`, the :class:`ElasticHandle`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""One rank of an elastic run: a torchft replica driving the same engine as every other run.
-
-:func:`elastic_rank_process` connects this rank's torchft manager (:func:`flodl_ddp._ft.connect`),
-whose heal path hands a rejoining rank a living peer's committed state
-(:meth:`RankEngine.state_dict`), and runs :func:`~flodl_ddp._worker.train_rank` with the torchft
-strategies plugged in. The rank that leads the last window writes the trained state; every
-finishing rank sends a fingerprint of its weights.
+"""One rank of an elastic run: a torchft replica (:mod:`._ft`) driving the same engine as every
+other run. The rank that leads the last window writes the trained state; every finishing rank
+sends a fingerprint of its weights.
 """
 
 from __future__ import annotations
@@ -27,10 +23,8 @@ from ._worker import RankPayload, SpawnLink, deliver, rank_context, run_process,
 
 @dataclass
 class ElasticLink:
-    """What an elastic rank needs beyond a static one: the address everything binds and its
-    interface (gloo's), the lighthouse, the run's random token (heal transfers), the least
-    number of living ranks, and the first generation's shared "ready" flags (1 ready, -1 died
-    before the start)."""
+    """What an elastic rank needs beyond a static one; ``ready``: the first generation's shared
+    flags (1 ready, -1 died before the start)."""
 
     host: str
     ifname: str
@@ -85,19 +79,11 @@ def _run(gen: int, payload: RankPayload, link: SpawnLink, device: Any, beacon: B
     deadline = time.monotonic() + payload.spec.timeout_s
     while gen == 0 and time.monotonic() < deadline and any(el.ready[r] == 0 for r in range(world)):
         time.sleep(0.01)
-    comm = FtComm(ft.manager, rank, world)
-    ctx = rank_context(
-        rank,
-        world,
-        device,
-        comm,
-        lambda _averager: FtReducer(ft.manager, rank),
-        link.t0,
-        membership=TorchftQuorum(ft.manager, comm),
-        hosts=[socket.gethostname()] * world,
-        devices=list(payload.devices),
-        beacon=beacon,
-    )
+    comm, reducer = FtComm(ft.manager, rank, world), FtReducer(ft.manager, rank)
+    # hosts and devices given: exchanging them would need a quorum first
+    kw = {"t0": link.t0, "beacon": beacon, "hosts": [socket.gethostname()] * world}
+    kw |= {"membership": TorchftQuorum(ft.manager, comm), "devices": list(payload.devices)}
+    ctx = rank_context(rank, world, device, comm, lambda _a: reducer, **kw)
     engine, _ = train_rank(payload, ctx, put, created=created)
     beacon.set(FINISHED)
     if engine.leads_epoch:  # first in the last window's quorum: exactly one rank writes

@@ -1,10 +1,6 @@
-"""``ElCheConfig``: a mode and ElChe's knobs as one value, as floDl users write them::
-
-    Trainer.builder(...).elche(ElCheConfig.cpu_async().easgd_alpha(0.6))
-
-Every method returns a new value (presets can be shared) and checks its knob at once by the
-builder's rule of that name (:mod:`flodl_ddp._options`); knobs a value does not name keep what
-the builder had.
+"""``ElCheConfig``: a mode and ElChe's knobs as one value, as floDl users write them
+(``.elche(ElCheConfig.cpu_async().easgd_alpha(0.6))``). Every method returns a new value and
+checks its knob at once by the builder's rule of that name.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Elastic runs: torchft's quorum, all-reduce and commit as the engine's strategies.
-
-A rank of an elastic run is a torchft *replica* driving the same engine as every other run:
-:class:`TorchftQuorum` (membership: ``start_quorum`` at each window's start, where a rank that
-is behind heals, and ``should_commit`` at its end), :class:`FtReducer` and :class:`FtComm` (both
-through ``manager.allreduce``). A collective that a death cut short raises :class:`WindowVoid`:
-the engine votes no at the commit and rolls the window back. :func:`connect` binds torchft's
-manager server to the run's one address (torchft binds ``[::]`` and has no option for it).
+"""Elastic runs: torchft's quorum, all-reduce and commit as the engine's strategies (membership,
+reducer, control channel). A collective that a death cut short raises :class:`WindowVoid`: the
+engine votes no at the commit and rolls the window back.
 """
 
 from __future__ import annotations

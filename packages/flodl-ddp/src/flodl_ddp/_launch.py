@@ -1,12 +1,7 @@
-"""Starting a run: every check that can fail before a process starts, then one of four launches.
-
-- **spawned** (several devices): this process hosts the rendezvous ``TCPStore`` on a free
-  loopback port under an unguessable key prefix (sent through the spawn pipe only), and a
-  :class:`~flodl_ddp._supervisor.Supervisor` runs one process per rank;
-- **elastic**: the same over torchft replicas (:mod:`flodl_ddp._elastic_launch`);
-- **under torchrun**: this process *is* one rank and trains on a background thread (torchrun
-  tears the other ranks down when one exits with an error);
-- **world size 1**: trains on a background thread, with the same handle, metrics and result.
+"""Starting a run: every check that can fail before a process starts, then one of four launches:
+spawned ranks watched by a :class:`~flodl_ddp._supervisor.Supervisor` (several devices), the same
+over torchft replicas (elastic), or on a thread of this process (a world of one, or this
+process's rank under torchrun), all with the same handle, metrics and result.
 """
 
 from __future__ import annotations
@@ -62,9 +57,8 @@ def default_devices() -> list[str]:
 
 
 def check_cuda_devices(devices: list[str]) -> None:
-    """Refuse CUDA devices this machine cannot give, before any rank starts (from torch's build
-    and :func:`flodl_core.detect_gpus`, without initialising CUDA; with no GPU listing, no
-    ``nvidia-smi``, only the build is checked)."""
+    """Refuse CUDA devices this machine cannot give (torch's build, the GPU listing when there is
+    one), before any rank starts and without initialising CUDA."""
     cuda = [d for d in devices if d.startswith("cuda")]
     if not cuda:
         return

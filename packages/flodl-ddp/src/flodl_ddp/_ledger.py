@@ -1,10 +1,6 @@
-"""What the ranks write down during an epoch: one rank's numbers since the last round
-(:class:`RankLedger`, with its timeline) and everyone's numbers of the epoch (:class:`EpochTally`).
-
-At each round (cadence, async) or epoch end (sync) a rank hands its numbers
-(:meth:`RankLedger.take`) to the round's exchange and every rank adds every rank's numbers to
-its tally: identical on every rank, so any of them can build the epoch's metrics, and an elastic
-run keeps the numbers of a rank that died after its windows were committed.
+"""What the ranks write down during an epoch: one rank's numbers since the last round and its
+timeline (:class:`RankLedger`), and everyone's numbers of the epoch (:class:`EpochTally`),
+identical on every rank since every rank adds every rank's numbers from each round's exchange.
 """
 
 from __future__ import annotations

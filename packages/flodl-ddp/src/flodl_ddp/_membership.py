@@ -1,9 +1,6 @@
-"""Who trains the next window: the membership strategy of a run.
-
-The engine asks its :class:`Membership` at the start of each window which ranks take part, and
-after the window's round whether it counts. :class:`StaticWorld`: every rank, always (a death
-ends the run); :class:`~flodl_ddp._ft.TorchftQuorum`: torchft's quorum of living ranks (a rank
-behind heals in :meth:`~Membership.begin`; a round a death cut short does not commit).
+"""Who trains the next window: :class:`StaticWorld` (every rank, always; a death ends the run) or
+:class:`~flodl_ddp._ft.TorchftQuorum` (torchft's quorum of living ranks: a rank behind heals at
+a window's start, a round a death cut short does not commit).
 """
 
 from __future__ import annotations

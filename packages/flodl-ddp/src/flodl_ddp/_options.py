@@ -1,10 +1,8 @@
-"""One rule per option: how each field of a run's configuration is checked and normalised.
-
-:data:`RULES` maps every field of :class:`~flodl_ddp.TrainerConfig` to its rule
-(``rule(value) -> value``, raising :class:`~flodl_core.ConfigError` that names the field). The
-builder's setters, :class:`~flodl_ddp.ElCheConfig` and :func:`check_config` all go through the
-table, so an option is checked in one place; :func:`check_config` adds the rules between fields
-and returns a :class:`RunSpec`, the run as the engine reads it, every default resolved.
+"""One rule per option: :data:`RULES` maps every field of :class:`~flodl_ddp.TrainerConfig` to
+the function that checks and normalises it (a :class:`~flodl_core.ConfigError` names the field).
+The builder, :class:`~flodl_ddp.ElCheConfig` and :func:`check_config` all go through it;
+:func:`check_config` adds the rules between fields and resolves every default into a
+:class:`RunSpec`, the run as the engine reads it.
 """
 
 from __future__ import annotations
@@ -117,16 +115,18 @@ def normalise_devices(v: Any) -> list[str]:
     return out
 
 
+_SWITCHES = "bf16_wire shared_memory meta_controller elche_relax_up timeline bind_cores"
+_PATHS = "record_log save_dashboard checkpoint_path resume"
+_COUNTS = "batch_size num_epochs min_anchor batches_per_epoch checkpoint_every threads_per_rank"
 RULES: dict[str, Rule] = {
+    **{name: _bool(name) for name in _SWITCHES.split()},
+    **{name: _optional(_int(name, 1)) for name in _COUNTS.split()},  # None: unset / unbounded
+    **{name: _optional(_path(name)) for name in _PATHS.split()},
+    **{name: _optional(_callable(name)) for name in ("scheduler", "eval_fn", "metrics_fn")},
     "dataset": lambda v: v,  # anything DataLoader reads; required, see check_config
-    "batch_size": _optional(_int("batch_size", 1)),
-    "num_epochs": _optional(_int("num_epochs", 1)),
     "mode": lambda v: parse_mode(v) and v,  # kept as given (a name or a Mode)
-    "bf16_wire": _bool("bf16_wire"),
-    "shared_memory": _bool("shared_memory"),
     "anchor": _int("anchor", 1),
     "max_anchor": _int("max_anchor", 1),
-    "min_anchor": _optional(_int("min_anchor", 1)),
     "overhead_target": _number("overhead_target", ge=0.01, le=0.50),
     "max_batch_diff": _optional(_int("max_batch_diff", 0)),
     "speed_hint": _optional(_speed_hint),
@@ -135,30 +135,16 @@ RULES: dict[str, Rule] = {
     "max_overshoot": _optional(_int("max_overshoot", 0)),
     "divergence_threshold": _number("divergence_threshold", gt=0.0),
     "guard": _optional(_has("guard", "report", "TrendGuard, MsfGuard, NoGuard or your own")),
-    "meta_controller": _bool("meta_controller"),
-    "elche_relax_up": _bool("elche_relax_up"),
     "easgd_alpha": _optional(_number("easgd_alpha", gt=0.0, le=1.0)),
     "outer_optimizer": _optional(_has("outer_optimizer", "step", "OuterAvg, SlowMo, DiLoCo")),
-    "scheduler": _optional(_callable("scheduler")),
     "lr_scale_ratio": _optional(_number("lr_scale_ratio", ge=0.0)),
     "seed": _int("seed", 0),
-    "batches_per_epoch": _optional(_int("batches_per_epoch", 1)),
-    "timeline": _bool("timeline"),
     "slowdown": _optional(check_slowdown),
     "timeout_s": _number("timeout_s", gt=0.0),
     "reports_per_epoch": _int("reports_per_epoch", 0),
     "eval_on": _eval_on,
     "devices": _optional(normalise_devices),
-    "eval_fn": _optional(_callable("eval_fn")),
-    "metrics_fn": _optional(_callable("metrics_fn")),
     "monitor": _optional(_monitor),
-    "record_log": _optional(_path("record_log")),
-    "save_dashboard": _optional(_path("save_dashboard")),
-    "checkpoint_every": _optional(_int("checkpoint_every", 1)),
-    "checkpoint_path": _optional(_path("checkpoint_path")),
-    "resume": _optional(_path("resume")),
-    "threads_per_rank": _optional(_int("threads_per_rank", 1)),
-    "bind_cores": _bool("bind_cores"),
     "elastic": _optional(_elastic),
 }
 """Field name -> its rule. Every field of TrainerConfig has exactly one."""
@@ -171,12 +157,8 @@ def check_option(name: str, value: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A checked run, as the rank engine reads it (made by :func:`check_config`).
-
-    Optional fields are optional by meaning (``max_grad_norm=None``: no clipping), never
-    because a default is still to be resolved: ``lr_scale_ratio`` is a number, ``guard`` the
-    guard object, ``min_anchor`` a number, ``slowdown`` a dict.
-    """
+    """A checked run, as the rank engine reads it (made by :func:`check_config`): a ``None`` means
+    what it says (``max_grad_norm=None``: no clipping), never a default still to resolve."""
 
     dataset: Any
     batch_size: int
@@ -230,10 +212,8 @@ class RunSpec:
 
 
 def check_config(cfg: Any, *, need_epochs: bool = True) -> RunSpec:
-    """Every field through its rule, then the rules between fields; the :class:`RunSpec`.
-
-    ``need_epochs=False`` (the cooperative tier) lets ``num_epochs`` be ``None``.
-    """
+    """Every field through its rule, then the rules between fields; the :class:`RunSpec`
+    (``need_epochs=False``, the cooperative tier: ``num_epochs`` may be ``None``)."""
     v = {f.name: check_option(f.name, getattr(cfg, f.name)) for f in fields(cfg)}
     mode = v["mode"] = parse_mode(v["mode"])
     if v["dataset"] is None:

@@ -1,10 +1,7 @@
-"""How the ranks sum their replicas: the reduction behind an averaging round.
-
-The averager (:mod:`flodl_ddp._average`) keeps each rank's values in flat buffers cut into
-*segments*, each with its own per-rank weights. A :class:`Reducer` makes
-``out[seg] = Σ_r w_r · x_r[seg]``, identical on every rank: :class:`GroupReducer` (all-reduce on
-the default group), :class:`SharedReducer` (one shared-memory file on one host),
-:class:`~flodl_ddp._ft.FtReducer` (torchft, elastic runs), :class:`LocalReducer` (a world of one).
+"""How the ranks sum their replicas: a :class:`Reducer` makes ``out[seg] = Σ_r w_r · x_r[seg]``
+over the averager's flat buffers (:mod:`._average`), identical on every rank: an all-reduce of
+the default group, one shared-memory file on one host, torchft's all-reduce
+(:class:`~flodl_ddp._ft.FtReducer`), or nothing in a world of one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Checkpoints of a distributed run, and resuming from one.
-
-A checkpoint folder holds, for the last epoch written, ``model-eNNNNN.fdl`` (the model,
-:func:`flodl_core.save_checkpoint`), ``trainer-eNNNNN.state`` (a flodl state file, no pickle:
-the engine's shared state and every rank's own) and ``latest.json`` (names both and the state
-file's SHA-256; written last, atomically, so it always points at a complete pair; older pairs
-and killed writes' temporaries are removed after it). Rank 0 writes everything, the others send
-their state over the process group; a resumed run continues as the stopped one would have.
+"""Checkpoints of a distributed run, and resuming from one: ``model-eNNNNN.fdl`` (the model),
+``trainer-eNNNNN.state`` (the engine's shared and every rank's own state, no pickle) and
+``latest.json`` (names both and the state's SHA-256; written last, atomically, so it always
+names a complete pair). Rank 0 writes everything; resuming continues as the run would have.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """The cooperative tier: the framework sets up, you own the loop inside each rank.
 
-Run the script once per rank (``torchrun --nproc-per-node 2 train.py``, or your own launcher
-that initialises ``torch.distributed``); without either it is a world of one, and says so::
-
-    session = Trainer.setup(model, make_optim, DdpConfig(dataset=ds, batch_size=32,
-                                                         mode="cpu-cadence"))
-    for epoch in range(5):
-        for batch in session.epoch(epoch):
-            loss = loss_fn(session.model(batch[0]), batch[1])
-            session.step(loss)           # backward, clip, optimizer, zero_grad, averaging
-        print(session.metrics[-1].avg_loss)
-    session.close()
-
-``session.epoch(n)`` yields this rank's slice of epoch ``n`` and averages between two batches
-when the policy says so. Iterate each epoch to its end on every rank: the ranks count batches to
-know when to average (a rank that leaves early makes the others fail, naming it).
+Run the script once per rank (``torchrun --nproc-per-node N``, or a process group of your own;
+without either it is a world of one, with a warning). Iterate ``session.epoch(n)`` to its end on
+every rank and call ``session.step(loss)`` once per batch: the ranks count batches to know when
+to average (a rank that leaves an epoch early makes the others fail, naming it).
 """
 
 from __future__ import annotations

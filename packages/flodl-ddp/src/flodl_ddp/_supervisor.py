@@ -1,13 +1,9 @@
 """Watching the rank processes of a spawned run: one supervisor for static and elastic runs.
 
-The supervisor starts one process per rank (spawn context: the launcher never initialises CUDA),
-reads their typed messages (:mod:`flodl_ddp._messages`) from one queue, polls their exit codes
-and runs the :class:`~flodl_ddp._watchdog.Watchdog` over their beacons. A static run
-(:class:`StaticPolicy`) fails at the first trouble, after :data:`ERROR_GRACE_S` for the root
-cause, with one error naming the rank at fault (:func:`blame`); an elastic run's policy
-(:mod:`flodl_ddp._elastic_launch`) restarts ranks and fails only below ``min_ranks``. The run's
-temporary folder (the trained weights) is removed before the handle resolves; a rank that
-delivered its result and then dies in teardown is not a failure.
+It starts one process per rank (spawn context), reads their messages from one queue, polls their
+exit codes and runs the watchdog over their beacons. A static run fails at the first trouble,
+naming the rank at fault (:func:`blame`); an elastic run's policy (:mod:`._elastic_launch`)
+restarts ranks. A rank that delivered its result and then dies in teardown is not a failure.
 """
 
 from __future__ import annotations
@@ -140,17 +136,12 @@ class Supervisor:
         self.world, self.ctx = len(payload.devices), mp.get_context("spawn")
         self.queue = self.ctx.Queue()
         self.tmp = tempfile.TemporaryDirectory(prefix="flodl-ddp-")
-        beacons = (
-            self.ctx.Array("q", self.world, lock=False),
-            self.ctx.Array("b", self.world, lock=False),
-        )
+        beacons = [self.ctx.Array(kind, self.world, lock=False) for kind in "qb"]
         self.link = SpawnLink(self.queue, self.tmp.name, time.time(), os.getpid(), *beacons, **link)
         self.watchdog = Watchdog(*beacons, *limits, self._judged)
-        self.generation = [0] * self.world
-        self.restarts = 0
-        self.all_procs: list[Any] = []
+        self.generation, self.restarts, self.watch = [0] * self.world, 0, Watch()
         self.procs: list[Any] = []
-        self.watch = Watch()
+        self.all_procs: list[Any] = []  # every generation's
         self._stopping, self._lock = threading.Event(), threading.Lock()
         self._reported: set[tuple[int, int]] = set()  # (rank, generation) deaths handled
 
@@ -193,8 +184,8 @@ class Supervisor:
         self.elastic.reset(rank)
         self.watchdog.reset(rank)
         self.procs[rank] = p = self._spawn(rank)
-        self._event("restarted", rank, generation=self.generation[rank])
         gen = self.generation[rank]
+        self._event("restarted", rank, generation=gen)
         logger.info("elastic: rank %d restarted (generation %d, pid %d)", rank, gen, p.pid)
 
     def stop(self) -> None:
@@ -202,8 +193,6 @@ class Supervisor:
 
     def _event(self, kind: str, rank: int, **fields: Any) -> None:
         self.handle.events.append({"event": kind, "rank": rank, "t": time.time(), **fields})
-
-    # ---- the watching thread ---------------------------------------------------------------
 
     def run(self) -> None:
         try:
@@ -227,8 +216,25 @@ class Supervisor:
                 lambda r: procs[r].exitcode is None, lambda r: process_stopped(procs[r].pid)
             )
             self._deaths()
-        outcome = (self.elastic or STATIC).outcome(self)
+        outcome = self.elastic.outcome(self) if self.elastic else self._static_outcome()
         return outcome is not None and self._resolve(outcome)
+
+    def _static_outcome(self) -> DdpError | str | None:
+        """A fixed world: any failure fails the run, after ``ERROR_GRACE_S`` for the cause."""
+        w = self.watch
+        exited = all(p.exitcode is not None for p in self.procs)
+        if w.first_fail is not None and (
+            time.monotonic() - w.first_fail >= ERROR_GRACE_S or exited
+        ):
+            return blame(w, socket.gethostname())
+        if len(w.done) == self.world and w.final is not None:
+            for p in self.procs:
+                p.join(10.0)  # anything still there after delivering is only teardown
+            return w.final.path
+        if exited and len(w.done) < self.world:
+            missing = [r for r in range(self.world) if r not in w.done]
+            return DdpError(f"ranks {missing} exited without delivering their results")
+        return None
 
     def _take(self, msg: Any) -> None:
         w = self.watch
@@ -281,7 +287,7 @@ class Supervisor:
                 self.elastic.died(self, r, p)
 
     def _resolve(self, outcome: DdpError | str) -> bool:
-        """Tear down, remove the temporary folder, then resolve the handle."""
+        """Tear down, remove the temporary folder (the trained weights), resolve the handle."""
         with contextlib.suppress(Exception):
             stop_processes(self.all_procs)
         state = None
@@ -304,26 +310,3 @@ class Supervisor:
         if self.elastic is not None:
             self.elastic.close()
         self.tmp.cleanup()
-
-
-class StaticPolicy:
-    """A fixed world: any failure fails the run (module doc)."""
-
-    def outcome(self, s: Supervisor) -> DdpError | str | None:
-        w = s.watch
-        exited = all(p.exitcode is not None for p in s.procs)
-        if w.first_fail is not None and (
-            time.monotonic() - w.first_fail >= ERROR_GRACE_S or exited
-        ):
-            return blame(w, socket.gethostname())
-        if len(w.done) == s.world and w.final is not None:
-            for p in s.procs:
-                p.join(10.0)  # anything still there after delivering is only teardown
-            return w.final.path
-        if exited and len(w.done) < s.world:
-            missing = [r for r in range(s.world) if r not in w.done]
-            return DdpError(f"ranks {missing} exited without delivering their results")
-        return None
-
-
-STATIC = StaticPolicy()

@@ -1,9 +1,5 @@
-"""Runs under ``torchrun``: its environment, and joining its process group restart-safely.
-
-torchrun (2.13, ``--standalone`` and c10d rendezvous) hands every restart attempt the *same*
-agent store, still holding the last attempt's keys, where ``env://`` would read the dead
-attempt's addresses: :func:`init_torchrun_group` joins under a per-attempt prefix instead. A
-run's own keys live under :func:`run_key` (see ``ARCHITECTURE-NOTES.md``).
+"""Runs under ``torchrun``: its environment, joining its process group restart-safely (each
+restart attempt under a prefix of its own, see ``ARCHITECTURE-NOTES.md``), and a run's keys.
 """
 
 from __future__ import annotations

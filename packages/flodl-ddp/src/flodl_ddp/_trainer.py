@@ -50,8 +50,7 @@ class TrainerBuilder:
         return self
 
     def dataset(self, ds: Any) -> TrainerBuilder:
-        """The training data: anything :class:`flodl_core.DataLoader` reads (a ``BatchDataSet``,
-        a map-style dataset, a tuple of ``(N, ...)`` tensors)."""
+        """The training data: anything :class:`flodl_core.DataLoader` reads."""
         if ds is None:
             raise ConfigError("dataset must not be None")
         return self._set("dataset", ds)
@@ -78,8 +77,7 @@ class TrainerBuilder:
         return self._set("devices", devices)
 
     def mode(self, mode: str | Mode) -> TrainerBuilder:
-        """One of ``nccl-sync``, ``nccl-cadence`` (default), ``nccl-async``, ``cpu-sync``,
-        ``cpu-cadence``, ``cpu-async`` (``_`` for ``-`` and any case accepted)."""
+        """One of :data:`~flodl_ddp.MODES` (default ``nccl-cadence``; ``_`` for ``-``, any case)."""
         return self._set("mode", mode)
 
     def policy(self, policy: Policy | str) -> TrainerBuilder:
@@ -105,8 +103,7 @@ class TrainerBuilder:
         return self._set("threads_per_rank", n)
 
     def bind_cores(self, on: bool = True) -> TrainerBuilder:
-        """Bind each rank process of this host to its own equal slice of the usable cores
-        (Linux): for a dedicated machine, not where other work shares the cores."""
+        """Bind each rank process of this host to its own equal slice of the usable cores."""
         return self._set("bind_cores", on)
 
     def anchor(self, n: int) -> TrainerBuilder:
@@ -150,8 +147,7 @@ class TrainerBuilder:
         return self._set("divergence_threshold", f)
 
     def guard(self, guard: Any) -> TrainerBuilder:
-        """A convergence guard (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own with
-        ``report(report, k_used, k_max)``)."""
+        """A convergence guard (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own)."""
         return self._set("guard", guard)
 
     def no_divergence_guard(self) -> TrainerBuilder:
@@ -163,8 +159,7 @@ class TrainerBuilder:
         return self._set("meta_controller", on)
 
     def elche_relax_up(self, on: bool = True) -> TrainerBuilder:
-        """After each averaging the guard calls stable, grow the anchor by one toward
-        ``max_anchor`` (refused past ``max_batch_diff``)."""
+        """Grow the anchor by one after each averaging the guard calls stable."""
         return self._set("elche_relax_up", on)
 
     def easgd_alpha(self, alpha: float) -> TrainerBuilder:
@@ -172,23 +167,19 @@ class TrainerBuilder:
         return self._set("easgd_alpha", alpha)
 
     def outer_optimizer(self, outer: Any) -> TrainerBuilder:
-        """An outer optimizer (``OuterAvg``, ``SlowMo``, ``DiLoCo``, ``TorchOuter``) applied to
-        the consensus between averaging and write-back."""
+        """An outer optimizer (``OuterAvg``, ``SlowMo``, ``DiLoCo``, ``TorchOuter``)."""
         return self._set("outer_optimizer", outer)
 
     def scheduler(self, factory: Callable[..., Any]) -> TrainerBuilder:
-        """``factory(optimizer, total_steps)`` -> a flodl ``Scheduler`` or an object with
-        ``.step()``; driven by the global step (batches of all ranks together)."""
+        """``factory(optimizer, total_steps)`` -> a ``Scheduler`` or an object with ``.step()``."""
         return self._set("scheduler", factory)
 
     def lr_scale_ratio(self, f: float) -> TrainerBuilder:
-        """lr times ``1 + f * (world_size - 1)``; default 1.0 in sync mode (linear scaling of
-        its pooled batch), 0.0 in cadence and async. The start-up line prints the result."""
+        """lr times ``1 + f * (world_size - 1)`` (default 1.0 in sync mode, else 0.0)."""
         return self._set("lr_scale_ratio", f)
 
     def eval_fn(self, fn: Callable[[nn.Module], Any]) -> TrainerBuilder:
-        """``fn(model) -> float | dict``, run after each epoch (eval mode, no grad) on the
-        rank :meth:`eval_on` names (default: the fastest)."""
+        """``fn(model) -> float | dict`` after each epoch, on the rank :meth:`eval_on` names."""
         return self._set("eval_fn", fn)
 
     def metrics_fn(self, fn: Callable[[Any], None]) -> TrainerBuilder:
@@ -196,8 +187,7 @@ class TrainerBuilder:
         return self._set("metrics_fn", fn)
 
     def monitor(self, monitor: Any) -> TrainerBuilder:
-        """A :class:`flodl_monitor.Monitor`: an epoch line per epoch, and every rank in its
-        record tree at ``root/<host>/rank<r>`` (the run owns the tree)."""
+        """A :class:`flodl_monitor.Monitor`: an epoch line per epoch, every rank in its tree."""
         return self._set("monitor", monitor)
 
     def timeline(self, on: bool = True) -> TrainerBuilder:
@@ -213,8 +203,7 @@ class TrainerBuilder:
         return self._set("resume", path)
 
     def slowdown(self, factors: Mapping[int, float]) -> TrainerBuilder:
-        """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times its usual
-        batch time, to study heterogeneity on uniform hardware."""
+        """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times its batch time."""
         return self._set("slowdown", factors)
 
     def timeout(self, seconds: float) -> TrainerBuilder:
@@ -260,8 +249,7 @@ class TrainerBuilder:
         return self._set("elastic", opts)
 
     def elche(self, config: Any) -> TrainerBuilder:
-        """The mode and every ElChe knob an :class:`~flodl_ddp.ElCheConfig` names, e.g.
-        ``.elche(ElCheConfig.cpu_async().easgd_alpha(0.6))``."""
+        """The mode and every ElChe knob an :class:`~flodl_ddp.ElCheConfig` names."""
         if not isinstance(config, ElCheConfig):
             raise ConfigError(f"elche needs an ElCheConfig, got {type(config).__name__}")
         return self._set_all(config.options())
@@ -282,11 +270,9 @@ class TrainerBuilder:
         return replace(self._cfg)
 
     def run(self) -> DdpHandle:
-        """Validate everything, start the ranks, return the :class:`DdpHandle` (non-blocking).
-
-        Raises :class:`~flodl_core.ConfigError` before any process starts for a bad option, a
-        dataset smaller than the world, or a factory the rank processes could not receive.
-        """
+        """Validate everything, start the ranks, return the :class:`DdpHandle` (non-blocking);
+        a bad option, a dataset smaller than the world or a factory the ranks could not receive
+        raises :class:`~flodl_core.ConfigError` before any process starts."""
         return start(self._cfg, *self._factories)
 
 

@@ -1,11 +1,7 @@
-"""One rank's side of a managed run: build the replica, train, deliver.
-
-:func:`train_rank` is one rank's managed loop, the same in every launch. A spawned rank lives
-inside :func:`run_process` (:func:`rank_process` for a static world,
-:func:`~flodl_ddp._elastic_link.elastic_rank_process` for a torchft replica): it writes its result
-*before* teardown, reports a failure with its traceback (:mod:`flodl_ddp._messages`), then leaves
-with ``os._exit``, so a gloo destructor that aborts after the work is done cannot turn a finished
-run into a failed one.
+"""One rank's side of a managed run: build the replica, train (:func:`train_rank`, the same in
+every launch), deliver. A spawned rank lives inside :func:`run_process`: it delivers *before*
+teardown, reports a failure with its traceback, then leaves with ``os._exit`` (a gloo destructor
+that aborts after the work is done must not fail a finished run).
 """
 
 from __future__ import annotations
@@ -57,9 +53,8 @@ class RankPayload:
 
 @dataclass
 class SpawnLink:
-    """How a spawned rank reaches its run: the supervisor's queue, the result folder, the run's
-    start, the launcher's pid, the beacons' shared arrays; then the store's port and the run's
-    secret key prefix (only ever in the spawn pipe), or an elastic run's ``ElasticLink``."""
+    """How a spawned rank reaches its run (the store's port and secret key prefix travel only in
+    the spawn pipe; an elastic run has its ``ElasticLink`` instead)."""
 
     queue: Any
     result_dir: str
@@ -73,19 +68,11 @@ class SpawnLink:
 
 
 def rank_context(
-    rank: int,
-    world: int,
-    device: torch.device,
-    comm: Comm,
-    reducer: Any,
-    t0: float = 0.0,
-    **kw: Any,
+    rank: int, world: int, device: torch.device, comm: Comm, reducer: Any, **kw: Any
 ) -> RankContext:
-    """A :class:`RankContext` on this host (``t0`` 0: now), a static world unless ``kw`` names
-    another ``membership``."""
-    kw.setdefault("membership", StaticWorld(world))
-    host = socket.gethostname()
-    return RankContext(rank, world, device, host, comm, t0 or time.time(), reducer, **kw)
+    """A :class:`RankContext` on this host: ``t0`` now and a static world unless ``kw`` says."""
+    kw = {"t0": time.time(), "membership": StaticWorld(world), **kw}
+    return RankContext(rank, world, device, socket.gethostname(), comm, reducer=reducer, **kw)
 
 
 def build_model(factory: Callable[..., Any], device: torch.device, seed: int) -> torch.nn.Module:
@@ -111,8 +98,8 @@ def train_rank(
     every_epoch: bool = False,
 ) -> tuple[RankEngine, Any]:
     """The managed loop of one rank; returns the engine and (rank 0) the merged timeline.
-    ``send`` gets the epochs this rank leads (``every_epoch``: all of them, for a handle of its
-    own) and the progress reports; ``created`` the engine as soon as it exists."""
+    ``send`` gets the progress and the epochs this rank leads (``every_epoch``: all of them);
+    ``created`` the engine as soon as it exists."""
     spec = payload.spec
     if os.environ.get("FLODL_CLUSTER_TOKEN"):  # started by fdl @cluster: prove the run's token
         admit_rank(ctx, spec.timeout_s)
@@ -154,9 +141,8 @@ def spawn_picklable(payload: RankPayload) -> None:
 
 
 def set_threads(spec: RunSpec, device: torch.device, local_rank: int, local_world: int) -> None:
-    """A rank's CPU resources, before torch starts its thread pools: its cores when
-    ``bind_cores`` (local rank ``local_rank`` of ``local_world`` on this host), then its thread
-    count (one on a CPU rank unless asked: the ranks share the cores)."""
+    """A rank's cores (``bind_cores``) and thread count (one on a CPU rank unless asked: the
+    ranks share the cores), before torch starts its thread pools."""
     if spec.bind_cores:
         bind(local_rank, local_world, spec.threads_per_rank)
     if spec.threads_per_rank is not None:
@@ -262,7 +248,7 @@ def _static_rank(
     dist.init_process_group(backend, store=pg, rank=rank, world_size=world, timeout=timeout)
     comm = StoreComm(dist.PrefixStore("ctl", store), rank, world, spec.timeout_s)
     ctx = rank_context(
-        rank, world, device, comm, static_reducer(comm, spec), link.t0, beacon=beacon
+        rank, world, device, comm, static_reducer(comm, spec), t0=link.t0, beacon=beacon
     )
     engine, timeline = train_rank(payload, ctx, link.queue.put)
     if rank == 0:
