@@ -65,8 +65,7 @@ class Averager:
         self.alpha = easgd_alpha
         self.outer = None if outer is None or type(outer) is OuterAvg else outer
         self.reducer: Reducer = LocalReducer()
-        self.rounds = 0
-        self.bytes_sent = 0  # handed to all-reduce or written to this rank's shared slot so far
+        self.rounds = self.bytes_sent = 0  # bytes: to all-reduce or this rank's shared slot
         self._n_params = sum(p.numel() for p in self.params)
         device = "cpu" if on_host or not self.params else self.params[0].device
         dtype = functools.reduce(

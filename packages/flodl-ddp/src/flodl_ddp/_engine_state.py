@@ -15,6 +15,8 @@ import torch
 class EngineState:
     """The state half of :class:`~flodl_ddp._rank.RankEngine` (a mixin over its attributes)."""
 
+    rank: int
+    world: int
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     device: torch.device

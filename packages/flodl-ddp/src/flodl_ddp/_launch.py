@@ -147,13 +147,9 @@ def summary_line(
     return f"  ddp: {len(devices)} rank{s} ({kind}) | {' | '.join(names)}{tail}"
 
 
-def start(
-    cfg: TrainerConfig,
-    model_factory: Callable[..., Any],
-    optim_factory: Callable[..., Any],
-    train_step: Callable[..., Any],
-) -> DdpHandle:
-    """Check everything, print the start-up line, launch as the environment says."""
+def start(cfg: TrainerConfig, factories: tuple[Callable[..., Any], ...]) -> DdpHandle:
+    """Check everything, print the start-up line, launch as the environment says (``factories``:
+    the model factory, the optimizer factory, the train step)."""
     spec = check_config(cfg)
     devices = normalise_devices(cfg.devices) if cfg.devices is not None else default_devices()
     env = torchrun_env()
@@ -166,11 +162,11 @@ def start(
         here = len(devices) if env is None else local_world(devices, cfg.devices is not None)
         check_bindable(here, spec.threads_per_rank)
     if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(logging.INFO):
-        lr = start_lr(optim_factory, spec.lr_scale(world))
+        lr = start_lr(factories[1], spec.lr_scale(world))
         print(
             summary_line(devices, spec.mode, world if env else None, spec.slowdown, lr), flush=True
         )
-    payload = RankPayload(spec, model_factory, optim_factory, train_step, devices)
+    payload = RankPayload(spec, *factories, devices)
     watchers = {
         k: getattr(cfg, k) for k in ("metrics_fn", "monitor", "record_log", "save_dashboard")
     }

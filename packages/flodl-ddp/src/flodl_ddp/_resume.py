@@ -11,13 +11,15 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from flodl_core import CheckpointError, ConfigError, atomic_write
 from flodl_core.checkpoint import load_checkpoint, read_state_file, save_checkpoint, save_state_file
+
+from ._engine_state import EngineState
 
 FORMAT = "flodl-ddp-checkpoint"
 VERSION = 2
@@ -36,19 +38,6 @@ class DdpTrainerState:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._state = state
-
-
-class Checkpointed(Protocol):
-    """What a checkpoint reads from and writes into (the rank engine)."""
-
-    rank: int
-    world: int
-    model: torch.nn.Module
-
-    def shared_state(self) -> dict[str, Any]: ...
-    def load_shared_state(self, state: dict[str, Any]) -> None: ...
-    def rank_state(self) -> dict[str, Any]: ...
-    def load_rank_state(self, state: dict[str, Any]) -> None: ...
 
 
 def _sha256(path: Path) -> str:
@@ -80,7 +69,7 @@ def gather_to_first(blob: bytes, rank: int, world: int) -> list[bytes] | None:
     return [bytes(t[: int(s)].cpu().numpy().tobytes()) for t, s in zip(out, sizes, strict=True)]
 
 
-def save_checkpoint_from(engine: Checkpointed, epoch: int, folder: str | os.PathLike[str]) -> None:
+def save_checkpoint_from(engine: EngineState, epoch: int, folder: str | os.PathLike[str]) -> None:
     """Write the checkpoint of the epoch that just ended (a collective: every rank calls it)."""
     buf = io.BytesIO()
     torch.save(engine.rank_state(), buf)
@@ -127,7 +116,7 @@ def read_latest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
     return folder, latest
 
 
-def load_checkpoint_into(engine: Checkpointed, path: str | os.PathLike[str]) -> None:
+def load_checkpoint_into(engine: EngineState, path: str | os.PathLike[str]) -> None:
     """Restore ``engine`` (model, optimizer, RNG, shared state) from a checkpoint folder; a file
     that changed since it was written fails before anything is loaded."""
     folder, latest = read_latest(path)

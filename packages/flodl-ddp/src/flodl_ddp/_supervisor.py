@@ -98,9 +98,8 @@ def blame(w: Watch, host: str) -> DdpError:
         if code < 0:
             return DdpError(f"rank {r} {how_it_died(code)}", rank=r, host=host)
     for r, why in w.verdicts:
-        return DdpError(
-            f"rank {r} {why}; the other ranks cannot go on without it", rank=r, host=host
-        )
+        text = f"rank {r} {why}; the other ranks cannot go on without it"
+        return DdpError(text, rank=r, host=host)
     causes = [e for e in w.errors if not e.echo] or w.errors
     if causes:
         e = causes[0]
@@ -119,8 +118,7 @@ class Supervisor:
         entry: a rank process's function, ``entry(rank, generation, payload, link)``.
         limits: the watchdog's ``(hang_s, stop_s, wait_s)``.
         policy: the elastic policy, ``None`` for a static run.
-        link: the launch's fields of the ranks' :class:`SpawnLink` (``port`` and ``key``, or
-            ``elastic``).
+        link: the launch's :class:`SpawnLink` fields (``port`` and ``key``, or ``elastic``).
     """
 
     def __init__(

@@ -273,7 +273,7 @@ class TrainerBuilder:
         """Validate everything, start the ranks, return the :class:`DdpHandle` (non-blocking);
         a bad option, a dataset smaller than the world or a factory the ranks could not receive
         raises :class:`~flodl_core.ConfigError` before any process starts."""
-        return start(self._cfg, *self._factories)
+        return start(self._cfg, self._factories)
 
 
 def _enum(kind: Any, name: str, value: Any) -> Any:
