@@ -1,24 +1,17 @@
-"""Parameter averaging for the cadence and async policies.
+"""Parameter averaging for the cadence and async policies; one round on rank ``r``, with
+``w_r = count_r / Σ count`` (its share of the window's batches):
 
-One averaging round on rank ``r`` with weight ``w_r = count_r / Σ count`` (its batches in the
-window over everyone's):
-
-1. ``θ_avg = Σ_r w_r θ_r`` for parameters, ``b_avg = (1/M) Σ_r b_r`` over the ``M`` member ranks
-   for buffers (floating buffers and integer ones, the latter in float64 and rounded back),
-   summed by the run's :class:`~flodl_ddp._reduce.Reducer` from flat buffers: one for the
-   parameters and float buffers together, one for the integer buffers;
-2. the outer optimizer turns the consensus into the new global weights (plain averaging keeps
+1. ``θ_avg = Σ_r w_r θ_r``, buffers ``b_avg = (1/M) Σ_r b_r`` over the ``M`` members (integer
+   ones in float64, rounded back), by the run's :class:`~flodl_ddp._reduce.Reducer`;
+2. the outer optimizer turns the consensus into the global weights (plain averaging keeps
    ``θ_avg``; SlowMo / DiLoCo step on ``Δ = θ_global − θ_avg``);
-3. the rank writes the result back: ``θ_r := θ_global``, or with EASGD (cpu-async)
-   ``θ_r := (1 − α) θ_r + α θ_global``;
-4. the rank's divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖`` is returned for the convergence guard.
-
-The flat buffers live on the training device (``nccl`` backend: NCCL for CUDA tensors, gloo for
-CPU ones) or in host memory (``cpu`` backend, and every shared-memory round).
+3. write-back: ``θ_r := θ_global``, or with EASGD ``θ_r := (1 − α) θ_r + α θ_global``;
+4. the divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖`` is returned for the convergence guard.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -31,8 +24,7 @@ from ._reduce import LocalReducer, Reducer, Segment
 
 
 def _scaled_into(out: Tensor, src: Tensor, factor: float) -> None:
-    """``out := factor · src`` in one pass when ``src`` is on ``out``'s device, else through a
-    copy (a CUDA parameter into the cpu backend's host buffer)."""
+    """``out := factor · src``, in one pass when ``src`` is on ``out``'s device and dtype."""
     if src.device == out.device and src.dtype == out.dtype:
         torch.mul(src, factor, out=out)
     else:
@@ -41,18 +33,15 @@ def _scaled_into(out: Tensor, src: Tensor, factor: float) -> None:
 
 def _norm(tensors: list[Tensor]) -> float:
     """The 2-norm of all ``tensors`` together, accumulated in float64."""
-    if not tensors:
-        return 0.0
-    parts = torch._foreach_norm(tensors)
-    return math.sqrt(sum(float(x) ** 2 for x in parts))
+    return math.sqrt(sum(float(x) ** 2 for x in torch._foreach_norm(tensors))) if tensors else 0.0
 
 
-def _is_plain_average(outer: Any) -> bool:
-    return outer is None or type(outer) is OuterAvg
+def _to_cpu(tensors: list[Tensor]) -> list[Tensor]:
+    return [t.detach().to("cpu", copy=True) for t in tensors]
 
 
 class Averager:
-    """Averages ``model``'s parameters and buffers with the other ranks (see the module doc).
+    """Averages ``model``'s parameters and buffers with the other ranks (module doc).
 
     Args:
         model: this rank's replica.
@@ -74,20 +63,17 @@ class Averager:
         self.float_buffers = [b for b in model.buffers() if b.is_floating_point()]
         self.int_buffers = [b for b in model.buffers() if not b.is_floating_point()]
         self.alpha = easgd_alpha
-        self.outer = None if _is_plain_average(outer) else outer
+        self.outer = None if outer is None or type(outer) is OuterAvg else outer
         self.reducer: Reducer = LocalReducer()
-        self.rounds = 0
-        self.bytes_sent = 0
-        """Bytes this rank handed to all-reduce or wrote to its shared slot so far."""
-        self._sizes = [p.numel() for p in self.params]
-        self._n_params = sum(self._sizes)
+        self.rounds = self.bytes_sent = 0  # bytes: to all-reduce or this rank's shared slot
+        self._n_params = sum(p.numel() for p in self.params)
         device = "cpu" if on_host or not self.params else self.params[0].device
-        dtype = self.params[0].dtype if self.params else torch.float32
-        for p in self.params[1:]:
-            dtype = torch.promote_types(dtype, p.dtype)
+        dtype = functools.reduce(
+            torch.promote_types, [p.dtype for p in self.params] or [torch.float32]
+        )
+        # [θ (all parameters) | float buffers], in the parameters' promoted dtype
         n = self._n_params + sum(b.numel() for b in self.float_buffers)
         self.flat = torch.empty(n, dtype=dtype, device=device)
-        """``[θ (all parameters) | float buffers]``, in the parameters' promoted dtype."""
         self.ints = torch.empty(sum(b.numel() for b in self.int_buffers), dtype=torch.float64)
         # The global weights the outer optimizer steps on: identical on every rank, since every
         # rank receives the same consensus and runs the same deterministic step.
@@ -106,23 +92,21 @@ class Averager:
         """Whether each rank stages its values before the arrival exchange (shared memory)."""
         return not self.reducer.filled_scaled
 
-    # ---- one round ---------------------------------------------------------------------------
+    def _views(self, flat: Tensor) -> list[Tensor]:
+        """``flat`` as views shaped like the parameters, then the float buffers."""
+        tensors = self.params + self.float_buffers
+        parts = flat.split([t.numel() for t in tensors])
+        return [v.view_as(t) for v, t in zip(parts, tensors, strict=True)]
 
     def _fill(self, scale: float, buffer_scale: float) -> None:
         """This rank's values, scaled, into the reducer's targets."""
-        flat = self.reducer.target(0, self.flat)
-        views = flat[: self._n_params].split(self._sizes)
-        for p, v in zip(self.params, views, strict=True):
-            _scaled_into(v.view_as(p), p.detach(), scale)
-        sizes = [b.numel() for b in self.float_buffers]
-        for b, v in zip(self.float_buffers, flat[self._n_params :].split(sizes), strict=True):
-            _scaled_into(v.view_as(b), b, buffer_scale)
+        n = len(self.params)
+        views = self._views(self.reducer.target(0, self.flat))
+        for i, (t, v) in enumerate(zip(self.params + self.float_buffers, views, strict=True)):
+            _scaled_into(v, t.detach(), scale if i < n else buffer_scale)
         if self.int_buffers:
-            ints = self.reducer.target(1, self.ints)
-            torch.cat(
-                [b.detach().reshape(-1).to("cpu", torch.float64) for b in self.int_buffers],
-                out=ints,
-            ).mul_(buffer_scale)
+            ints = [b.detach().reshape(-1).to("cpu", torch.float64) for b in self.int_buffers]
+            torch.cat(ints, out=self.reducer.target(1, self.ints)).mul_(buffer_scale)
 
     @torch.no_grad()
     def stage(self) -> None:
@@ -133,38 +117,33 @@ class Averager:
 
     @torch.no_grad()
     def average(self, weights: Sequence[float], members: Sequence[int], rank: int) -> float:
-        """One round: ``weights[r]`` is rank ``r``'s share of the window's batches (0 for a rank
-        that is not a member), ``members`` the ranks taking part; returns the divergence.
-
-        Every member calls it in the same round (a collective)."""
+        """One round (a collective of every member): ``weights[r]`` is rank ``r``'s share of the
+        window's batches (0 for a non-member); returns the divergence."""
         self.rounds += 1
         if len(members) <= 1 and isinstance(self.reducer, LocalReducer):
             return 0.0
-        inv = 1.0 / len(members)
-        even = tuple(inv if r in members else 0.0 for r in range(len(weights)))
+        even = tuple(1.0 / len(members) if r in members else 0.0 for r in range(len(weights)))
         if not self.shared:
-            self._fill(float(weights[rank]), inv)
-        n = self.flat.numel()
-        segs = [Segment(0, self._n_params, tuple(weights)), Segment(self._n_params, n, even, False)]
+            self._fill(float(weights[rank]), 1.0 / len(members))
+        segs = [
+            Segment(0, self._n_params, tuple(weights)),
+            Segment(self._n_params, self.flat.numel(), even, False),
+        ]
         self.bytes_sent += self.reducer.reduce(0, self.flat, segs, rank)
         if self.int_buffers:
-            int_seg = [Segment(0, self.ints.numel(), even, False)]
-            self.bytes_sent += self.reducer.reduce(1, self.ints, int_seg, rank)
-            for b, t in zip(
-                self.int_buffers,
-                self.ints.split([b.numel() for b in self.int_buffers]),
-                strict=True,
-            ):
+            seg = [Segment(0, self.ints.numel(), even, False)]
+            self.bytes_sent += self.reducer.reduce(1, self.ints, seg, rank)
+            parts = self.ints.split([b.numel() for b in self.int_buffers])
+            for b, t in zip(self.int_buffers, parts, strict=True):
                 b.copy_(t.view_as(b).round().to(b.dtype))
-        sizes = [b.numel() for b in self.float_buffers]
-        for b, v in zip(self.float_buffers, self.flat[self._n_params :].split(sizes), strict=True):
-            b.copy_(v.view_as(b))
-        views = self.flat[: self._n_params].split(self._sizes)
-        return self._write_back([v.view_as(p) for v, p in zip(views, self.params, strict=True)])
+        views = self._views(self.flat)
+        for b, v in zip(self.float_buffers, views[len(self.params) :], strict=True):
+            b.copy_(v)
+        return self._write_back(views[: len(self.params)])
 
     def _write_back(self, avg: list[Tensor]) -> float:
-        """The consensus ``avg`` through the outer optimizer and EASGD into the replica;
-        returns the divergence."""
+        """The consensus through the outer optimizer and EASGD into the replica; returns the
+        divergence."""
         new = avg
         if self.outer is not None:
             assert self.global_params is not None
@@ -179,8 +158,7 @@ class Averager:
         # The difference is taken in place: the replica is overwritten with `new` right after,
         # and a model-sized temporary would cost fresh pages every round.
         torch._foreach_sub_(local, new)
-        diff = _norm(local)
-        norm = _norm(new)
+        diff, norm = _norm(local), _norm(new)
         torch._foreach_copy_(local, new)
         if norm <= 0.0:
             return 0.0 if diff == 0.0 else math.inf
@@ -190,16 +168,14 @@ class Averager:
         """The consensus to report as the run's result when the replicas differ (EASGD)."""
         return self.consensus
 
-    # ---- checkpoint state -------------------------------------------------------------------
-
     def state_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rounds": self.rounds}
         if self.global_params is not None:
-            out["global"] = [t.detach().to("cpu", copy=True) for t in self.global_params]
+            out["global"] = _to_cpu(self.global_params)
         if self.outer is not None:
             out["outer"] = self.outer.state_dict()
         if self.consensus is not None:
-            out["consensus"] = [t.detach().to("cpu", copy=True) for t in self.consensus]
+            out["consensus"] = _to_cpu(self.consensus)
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -1,22 +1,16 @@
-"""Starting an elastic run: the torchft lighthouse, the elastic policy, the handle.
-
-The launching process hosts the torchft lighthouse (bound to the run's address, see
-:mod:`flodl_ddp._elastic`) and the :class:`~flodl_ddp._supervisor.Supervisor` runs the ranks
-(:func:`flodl_ddp._elastic_link.elastic_rank_process`) with :class:`ElasticPolicy`: a dead rank
-is logged and restarted while ``max_restarts`` allows, the survivors carry on without it, fewer
-living ranks than ``min_ranks`` fail the run, and the rank that leads the last window delivers
-the trained state.
+"""Starting an elastic run: the torchft lighthouse (bound to the run's address), the supervisor
+under :class:`ElasticPolicy`, the :class:`ElasticHandle`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import secrets
 import time
-from collections.abc import Callable
 from typing import Any
+
+import torch.multiprocessing as mp
 
 from flodl_core import ConfigError
 
@@ -26,8 +20,7 @@ from ._errors import DdpError
 from ._handle import DdpHandle
 from ._supervisor import FINISH_GRACE_S, Supervisor, blame, how_it_died
 from ._torchrun import torchrun_env
-from ._watchdog import Watchdog
-from ._worker import RankPayload, SpawnLink, spawn_picklable
+from ._worker import RankPayload, spawn_picklable
 
 logger = logging.getLogger("flodl.ddp")
 
@@ -54,12 +47,12 @@ class ElasticHandle(DdpHandle):
 
 
 class ElasticPolicy:
-    """What deaths mean in an elastic run (module doc)."""
+    """A dead rank is logged and restarted while ``max_restarts`` allows and the survivors carry
+    on; fewer living ranks than ``min_ranks`` fail the run, and so does a rank that raises (a bug
+    in ``train_step`` would strike again). ``ready``: the first generation's shared flags."""
 
     def __init__(self, opts: ElasticOptions, lighthouse: Any, ready: Any) -> None:
-        self.opts = opts
-        self.lighthouse = lighthouse
-        self.ready = ready
+        self.opts, self.lighthouse, self.ready = opts, lighthouse, ready
 
     def reset(self, rank: int) -> None:
         self.ready[rank] = 0
@@ -67,12 +60,8 @@ class ElasticPolicy:
     def died(self, sup: Supervisor, rank: int, proc: Any) -> None:
         if self.ready[rank] == 0:
             self.ready[rank] = -1  # peers waiting for the first quorum stop waiting
-        logger.warning(
-            "elastic: rank %d (pid %s) %s; the others continue",
-            rank,
-            proc.pid,
-            how_it_died(proc.exitcode),
-        )
+        how = how_it_died(proc.exitcode)
+        logger.warning("elastic: rank %d (pid %s) %s; the others continue", rank, proc.pid, how)
         sup._event("died", rank, code=proc.exitcode)
         if sup.restarts < self.opts.max_restarts and sup.watch.final is None:
             sup.restarts += 1
@@ -83,7 +72,7 @@ class ElasticPolicy:
         if w.errors:  # a rank raised: a bug, not a fault to survive
             return blame(w, "")
         alive = [r for r, p in enumerate(sup.procs) if p.exitcode is None]
-        if w.final is not None:
+        if w.final is not None:  # the rank that led the last window delivered
             w.final_at = w.final_at or time.monotonic()
             if not alive or time.monotonic() - w.final_at >= FINISH_GRACE_S:
                 return w.final.path  # a late joiner after the end has nothing left to train
@@ -125,8 +114,7 @@ def check_elastic_run(payload: RankPayload) -> ElasticOptions:
             f"mode is {spec.mode.name!r}: use .mode('cpu-cadence')"
         )
     for name, off in _UNSUPPORTED.items():
-        value = getattr(spec, name)
-        if value != off:
+        if (value := getattr(spec, name)) != off:
             raise ConfigError(
                 f"{name}={value!r} is not supported in elastic mode (ranks come and go, so "
                 f"per-rank plans and checkpoints of a fixed world do not apply); drop {name}"
@@ -143,26 +131,22 @@ def check_elastic_run(payload: RankPayload) -> ElasticOptions:
 
 def launch_elastic(payload: RankPayload, watchers: dict[str, Any]) -> ElasticHandle:
     """Start an elastic run (spawned ranks on this machine); returns its handle."""
-    import torch.multiprocessing as mp
-
     opts = check_elastic_run(payload)
     exposure = resolve_exposure(opts)  # refuse an exposed setup before anything starts
     require_torchft()
     from torchft.coordination import LighthouseServer
 
-    world, ctx = len(payload.devices), mp.get_context("spawn")
-    # The lighthouse waits this long for a rank that heartbeats but has not asked for the
-    # quorum yet: a slow rank still finishing its window. A hung one is the watchdog's.
-    join_ms = int(1000 * max(float(payload.spec.timeout_s), opts.hang_timeout))
+    world, timeout = len(payload.devices), payload.spec.timeout_s
     lighthouse = LighthouseServer(
         bind=f"{exposure.host}:0",
         min_replicas=opts.min_ranks,
-        join_timeout_ms=join_ms,
+        # The lighthouse waits this long for a rank that heartbeats but has not asked for the
+        # quorum yet: a slow rank still finishing its window. A hung one is the watchdog's.
+        join_timeout_ms=int(1000 * max(float(timeout), opts.hang_timeout)),
         heartbeat_timeout_ms=int(1000 * opts.heartbeat_timeout),
     )
     port = int(str(lighthouse.address()).rstrip("/").rsplit(":", 1)[-1])
-    log = logger.warning if exposure.trusted else logger.info
-    log(
+    (logger.warning if exposure.trusted else logger.info)(
         "elastic: torchft lighthouse on %s:%d; rank managers, heal servers and gloo bind %s; heal "
         "transfers are flodl state files (no pickle) behind a per-run token; the quorum RPCs "
         "are unauthenticated: trusted networks only",
@@ -170,37 +154,18 @@ def launch_elastic(payload: RankPayload, watchers: dict[str, Any]) -> ElasticHan
         port,
         exposure.host,
     )
+    ready = mp.get_context("spawn").Array("b", world, lock=False)
+    lighthouse_url, token = f"http://{exposure.host}:{port}", secrets.token_hex(16)
     el = ElasticLink(
-        exposure.host,
-        exposure.gloo_ifname,
-        f"http://{exposure.host}:{port}",
-        secrets.token_hex(16),
-        opts.min_ranks,
-        ctx.Array("b", world, lock=False),
+        exposure.host, exposure.gloo_ifname, lighthouse_url, token, opts.min_ranks, ready
     )
-    progress, phase = ctx.Array("q", world, lock=False), ctx.Array("b", world, lock=False)
     handle = ElasticHandle(world, payload.devices, **watchers)
-    sup: Supervisor
-    t0 = time.time()
-
-    def target(rank: int, generation: int) -> tuple[Callable[..., None], tuple[Any, ...]]:
-        link = SpawnLink(0, "", sup.queue, sup.tmp.name, t0, os.getpid(), progress, phase, el)
-        return elastic_rank_process, (rank, generation, payload, link)
-
     # A stopped rank, or one computing without a batch, is dead after hang_timeout; one
     # waiting without a change past the run's timeout too (torchft bounds those waits).
-    hang, wait = (
-        opts.hang_timeout,
-        max(opts.hang_timeout, payload.spec.timeout_s) + opts.hang_timeout,
-    )
-    sup = Supervisor(
-        handle,
-        world,
-        ctx,
-        target,
-        lambda kill: Watchdog(progress, phase, hang, hang, wait, kill),
-        ElasticPolicy(opts, lighthouse, el.ready),
-    )
+    hang = opts.hang_timeout
+    limits = (hang, hang, max(hang, timeout) + hang)
+    policy = ElasticPolicy(opts, lighthouse, ready)
+    sup = Supervisor(handle, payload, elastic_rank_process, limits, policy, elastic=el)
     handle._attach(sup)
     sup.start()
     return handle

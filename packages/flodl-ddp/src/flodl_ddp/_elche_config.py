@@ -1,14 +1,6 @@
-"""``ElCheConfig``: a mode and ElChe's knobs as one value, as floDl users write them.
-
-::
-
-    Trainer.builder(...).elche(ElCheConfig.cpu_async().easgd_alpha(0.6))
-    Trainer.builder(...).elche(ElCheConfig.nccl_cadence().anchor(20).max_batch_diff(40))
-
-Every method returns a new value (the presets can be shared); each knob is checked by the same
-rule as the builder's setter of that name (:mod:`flodl_ddp._options`), at once.
-:meth:`TrainerBuilder.elche` then sets the mode and every knob the value names; knobs it does
-not name keep what the builder had.
+"""``ElCheConfig``: a mode and ElChe's knobs as one value, as floDl users write them
+(``.elche(ElCheConfig.cpu_async().easgd_alpha(0.6))``). Every method returns a new value and
+checks its knob at once by the builder's rule of that name.
 """
 
 from __future__ import annotations
@@ -26,24 +18,18 @@ class ElCheConfig:
     :meth:`cpu_cadence`, :meth:`cpu_async`."""
 
     def __init__(self, mode: str = "nccl-cadence", **options: Any) -> None:
-        self._options: dict[str, Any] = {"mode": check_option("mode", mode)}
-        for name, value in options.items():
-            self._options[name] = check_option(name, value)
+        options = {"mode": mode, **options}
+        self._options = {name: check_option(name, value) for name, value in options.items()}
 
     def _with(self, name: str, value: Any) -> ElCheConfig:
-        out = ElCheConfig.__new__(ElCheConfig)
-        out._options = {**self._options, name: check_option(name, value)}
-        return out
+        return ElCheConfig(**{**self._options, name: value})
 
     def options(self) -> dict[str, Any]:
         """The :class:`~flodl_ddp.TrainerConfig` fields this value sets."""
         return dict(self._options)
 
     def __repr__(self) -> str:
-        knobs = ", ".join(f"{k}={v}" for k, v in self._options.items())
-        return f"ElCheConfig({knobs})"
-
-    # ---- presets ---------------------------------------------------------------------------
+        return f"ElCheConfig({', '.join(f'{k}={v}' for k, v in self._options.items())})"
 
     @classmethod
     def default(cls) -> ElCheConfig:
@@ -77,7 +63,7 @@ class ElCheConfig:
         """Fast ranks keep training until every rank is ready; CPU-mediated averaging."""
         return cls("cpu-async")
 
-    # ---- knobs (each the builder setter of the same name) -----------------------------------
+    # Knobs: each checked by the builder setter of the same name.
 
     def anchor(self, n: int) -> ElCheConfig:
         return self._with("anchor", n)

@@ -1,17 +1,12 @@
 """What a rank engine holds, as state that can travel: to a checkpoint, to a healing peer, back
-to the start of a window that did not commit.
-
-- :meth:`EngineState.shared_state`: what every rank holds alike (ElChe, guard, meta-controller,
-  averager and outer optimizer, overshoot, the epoch's tally, the epoch, cursor, window and step
-  counters);
-- :meth:`EngineState.rank_state`: what is this rank's own (optimizer, RNG, scheduler position,
-  and its replica under EASGD, whose replicas differ);
-- :meth:`EngineState.state_dict`: what a healing rank receives (weights, optimizer, shared).
+to the start of a window that did not commit. Shared state is what every rank holds alike; rank
+state is this rank's own (optimizer, RNG, scheduler position, its replica under EASGD).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -20,6 +15,8 @@ import torch
 class EngineState:
     """The state half of :class:`~flodl_ddp._rank.RankEngine` (a mixin over its attributes)."""
 
+    rank: int
+    world: int
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     device: torch.device
@@ -34,7 +31,7 @@ class EngineState:
     _SHARED = ("elche", "guard", "averager", "overshoot", "tally")
 
     def shared_state(self) -> dict[str, Any]:
-        """What every rank holds alike (module doc)."""
+        """ElChe, guard, meta-controller, averager, overshoot, the epoch's tally and counters."""
         out = {name: getattr(self, name).state_dict() for name in self._SHARED}
         meta = getattr(self, "meta", None)
         out["meta"] = meta.state_dict() if meta is not None else None
@@ -50,7 +47,7 @@ class EngineState:
         self.next_epoch, self.cursor, self.window, self.global_step = map(int, state["counters"])
 
     def rank_state(self) -> dict[str, Any]:
-        """What is this rank's own (module doc)."""
+        """This rank's own: optimizer, RNG, scheduler position (and its replica under EASGD)."""
         out: dict[str, Any] = {
             "optimizer": self.optimizer.state_dict(),
             "rng": torch.get_rng_state(),
@@ -79,23 +76,21 @@ class EngineState:
 
     def state_dict(self) -> dict[str, Any]:
         """The committed state a healing rank receives: weights, optimizer, shared state."""
-        model = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        return self._state(lambda v: v.detach().to("cpu", copy=True), lambda x: x)
+
+    def snapshot(self) -> dict[str, Any]:
+        """:meth:`state_dict` as deep copies on the device (a window's start, to roll back to)."""
+        return self._state(lambda v: v.detach().clone(), copy.deepcopy)
+
+    def _state(self, tensor: Callable[[Any], Any], obj: Callable[[Any], Any]) -> dict[str, Any]:
+        model = {k: tensor(v) for k, v in self.model.state_dict().items()}
         return {
             "model": model,
-            "optimizer": self.optimizer.state_dict(),
-            "shared": self.shared_state(),
+            "optimizer": obj(self.optimizer.state_dict()),
+            "shared": obj(self.shared_state()),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.load_shared_state(state["shared"])
-
-    def snapshot(self) -> dict[str, Any]:
-        """:meth:`state_dict` as deep copies on the device (a window's start, to roll back to)."""
-        model = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        return {
-            "model": model,
-            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
-            "shared": copy.deepcopy(self.shared_state()),
-        }

@@ -1,31 +1,18 @@
-"""Starting a run: every check that can fail before a process starts, then one of four launches.
-
-- **spawned** (a plain process, several devices): the launching process hosts the rendezvous
-  ``TCPStore`` on a free loopback port, gives the run an unguessable key prefix (handed to the
-  ranks through the spawn pipe: a local process that finds the port cannot guess a key), and a
-  :class:`~flodl_ddp._supervisor.Supervisor` starts one process per rank and watches them.
-- **elastic** (``.elastic(...)``): the same supervisor with the elastic policy, over torchft
-  replicas (:mod:`flodl_ddp._elastic_launch`).
-- **under torchrun** (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``LOCAL_RANK`` set): this
-  process *is* one rank; it joins the process group from the environment and trains on a
-  background thread. torchrun tears the other ranks down when one exits with an error.
-- **world size 1**: trains on a background thread of the calling process, with the same handle,
-  metrics and result.
+"""Starting a run: every check that can fail before a process starts, then one of four launches:
+spawned ranks watched by a :class:`~flodl_ddp._supervisor.Supervisor` (several devices), the same
+over torchft replicas (elastic), or on a thread of this process (a world of one, or this
+process's rank under torchrun), all with the same handle, metrics and result.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
-import hmac
 import itertools
 import logging
-import os
 import secrets
 import socket
 import threading
-import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -38,23 +25,20 @@ from flodl_core import ConfigError, detect_gpus
 from flodl_core.data import as_batch_dataset
 
 from ._affinity import check_bindable
-from ._comm import SoloComm, StoreComm
+from ._comm import Comm, SoloComm
 from ._config import TrainerConfig
 from ._elastic_launch import launch_elastic
 from ._errors import DdpError
-from ._handle import DdpHandle
-from ._membership import StaticWorld
+from ._handle import DdpHandle, TrainedState
 from ._modes import Backend, Mode, Policy
-from ._options import RunSpec, check_config, check_world, normalise_devices
-from ._rank import RankContext
+from ._options import check_config, check_world, normalise_devices
 from ._reduce import LocalReducer
 from ._store import listen_store
 from ._supervisor import Supervisor
-from ._torchrun import init_torchrun_group, local_world, torchrun_env
-from ._watchdog import Watchdog
+from ._torchrun import group_comm, join_group, local_world, torchrun_env
 from ._worker import (
     RankPayload,
-    SpawnLink,
+    rank_context,
     rank_process,
     set_threads,
     spawn_picklable,
@@ -66,9 +50,6 @@ logger = logging.getLogger("flodl.ddp")
 _RUNS = itertools.count()
 
 
-# ---- before anything starts ---------------------------------------------------------------------
-
-
 def default_devices() -> list[str]:
     """Every GPU :func:`flodl_core.detect_gpus` sees (without initialising CUDA), else one CPU."""
     gpus = detect_gpus()
@@ -76,10 +57,8 @@ def default_devices() -> list[str]:
 
 
 def check_cuda_devices(devices: list[str]) -> None:
-    """Refuse CUDA devices this machine cannot give, before any rank starts (a rank would
-    otherwise fail deep inside torch). Reads torch's build and :func:`flodl_core.detect_gpus`:
-    nothing here initialises CUDA. Without a GPU listing (no ``nvidia-smi``) the count is
-    unknown and only the build is checked."""
+    """Refuse CUDA devices this machine cannot give (torch's build, the GPU listing when there is
+    one), before any rank starts and without initialising CUDA."""
     cuda = [d for d in devices if d.startswith("cuda")]
     if not cuda:
         return
@@ -88,16 +67,13 @@ def check_cuda_devices(devices: list[str]) -> None:
             f"devices {devices} name {cuda[0]}, but this torch ({torch.__version__}) is built "
             "without CUDA; install a CUDA build of torch, or train on 'cpu' devices"
         )
-    gpus = detect_gpus()
-    if not gpus:
-        return
+    n = len(detect_gpus())
     for d in cuda:
-        index = torch.device(d).index or 0
-        if index >= len(gpus):
-            seen = ", ".join(f"cuda:{i}" for i in range(len(gpus)))
+        if n and (torch.device(d).index or 0) >= n:
+            seen = ", ".join(f"cuda:{i}" for i in range(n))
             raise ConfigError(
-                f"devices {devices} name {d}, but this machine shows {len(gpus)} GPU"
-                f"{'s' if len(gpus) > 1 else ''} ({seen}); CUDA_VISIBLE_DEVICES narrows that list"
+                f"devices {devices} name {d}, but this machine shows {n} GPU"
+                f"{'s' if n > 1 else ''} ({seen}); CUDA_VISIBLE_DEVICES narrows that list"
             )
 
 
@@ -150,11 +126,8 @@ def summary_line(
     ``ddp: 4 ranks under torchrun | this node: NVIDIA A | NVIDIA B | nccl-cadence``. A
     ``slowdown`` (the testing aid) is named, so a log never passes equal devices off as
     different ones: ``ddp: 2 ranks (homogeneous, rank 1 slowed 2x) | cpu | cpu | cpu-async``."""
-    gpus = (
-        {f"cuda:{i}": g for i, g in enumerate(detect_gpus())}
-        if any(d.startswith("cuda") for d in devices)
-        else {}
-    )
+    cuda = any(d.startswith("cuda") for d in devices)
+    gpus = {f"cuda:{i}": g for i, g in enumerate(detect_gpus())} if cuda else {}
     names = []
     for d in devices:
         g = gpus.get(d if ":" in d else f"{d}:0")
@@ -163,26 +136,20 @@ def summary_line(
     slowed = "".join(
         f", rank {r} slowed {f:g}x" for r, f in sorted((slowdown or {}).items()) if f != 1.0
     )
-    tail = f" | {lr}" if lr else ""
+    tail = f" | {mode.name}" + (f" | {lr}" if lr else "")
     if world is not None:
+        s = "s" if world != 1 else ""
         return (
-            f"  ddp: {world} rank{'s' if world != 1 else ''} under torchrun{slowed} | this node: "
-            f"{' | '.join(names)} | {mode.name}{tail}"
+            f"  ddp: {world} rank{s} under torchrun{slowed} | this node: {' | '.join(names)}{tail}"
         )
     kind = ("heterogeneous" if len(set(names)) > 1 else "homogeneous") + slowed
-    n = len(devices)
-    return (
-        f"  ddp: {n} rank{'s' if n != 1 else ''} ({kind}) | {' | '.join(names)} | {mode.name}{tail}"
-    )
+    s = "s" if len(devices) != 1 else ""
+    return f"  ddp: {len(devices)} rank{s} ({kind}) | {' | '.join(names)}{tail}"
 
 
-def start(
-    cfg: TrainerConfig,
-    model_factory: Callable[..., Any],
-    optim_factory: Callable[..., Any],
-    train_step: Callable[..., Any],
-) -> DdpHandle:
-    """Check everything, print the start-up line, launch as the environment says."""
+def start(cfg: TrainerConfig, factories: tuple[Callable[..., Any], ...]) -> DdpHandle:
+    """Check everything, print the start-up line, launch as the environment says (``factories``:
+    the model factory, the optimizer factory, the train step)."""
     spec = check_config(cfg)
     devices = normalise_devices(cfg.devices) if cfg.devices is not None else default_devices()
     env = torchrun_env()
@@ -195,174 +162,96 @@ def start(
         here = len(devices) if env is None else local_world(devices, cfg.devices is not None)
         check_bindable(here, spec.threads_per_rank)
     if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(logging.INFO):
-        lr = start_lr(optim_factory, spec.lr_scale(world))
+        lr = start_lr(factories[1], spec.lr_scale(world))
         print(
             summary_line(devices, spec.mode, world if env else None, spec.slowdown, lr), flush=True
         )
-    payload = RankPayload(spec, model_factory, optim_factory, train_step, devices)
+    payload = RankPayload(spec, *factories, devices)
     watchers = {
-        "metrics_fn": cfg.metrics_fn,
-        "monitor": cfg.monitor,
-        "record_log": cfg.record_log,
-        "save_dashboard": cfg.save_dashboard,
+        k: getattr(cfg, k) for k in ("metrics_fn", "monitor", "record_log", "save_dashboard")
     }
     if spec.elastic is not None:
         return launch_elastic(payload, watchers)
-    if env is not None:
-        return _launch_torchrun(payload, env, watchers)
-    if world == 1:
-        return _launch_local(payload, watchers)
-    return _launch_spawn(payload, watchers)
+    if env is None and world > 1:
+        return _launch_spawn(payload, watchers)
+    return _launch_in_process(payload, watchers, env)
 
 
-# ---- the launches -------------------------------------------------------------------------------
-
-
-def _in_process(payload: RankPayload) -> RankPayload:
-    # In-process ranks must not mutate the caller's guard / outer optimizer objects.
-    s = payload.spec
-    spec = replace(
-        s, guard=copy.deepcopy(s.guard), outer_optimizer=copy.deepcopy(s.outer_optimizer)
+def _launch_spawn(payload: RankPayload, watchers: dict[str, Any]) -> DdpHandle:
+    spawn_picklable(payload)
+    handle = DdpHandle(len(payload.devices), payload.devices, **watchers)
+    t = payload.spec.timeout_s
+    # loopback only: the store carries the ranks' control messages
+    store = listen_store("127.0.0.1", 0, timeout_s=t)
+    # A rank stopped for min(10 s, timeout / 2) is dead (its peers would wait for it until the
+    # timeout), one that sits in a batch or a wait past the run's timeout too.
+    limits = (t, min(10.0, t / 2), t)
+    sup = Supervisor(
+        handle, payload, rank_process, limits, port=store.port, key=secrets.token_hex(16)
     )
-    return replace(payload, spec=spec)
+    handle._attach(sup, keep=store)
+    sup.start()
+    return handle
 
 
-def _local_error(e: BaseException, rank: int, host: str) -> DdpError:
-    if isinstance(e, DdpError) and e.rank is not None:
-        return e
-    err = DdpError(
-        f"rank {rank} failed: {type(e).__name__}: {e}",
-        rank=rank,
-        host=host,
-        remote_traceback="".join(traceback.format_exception(e)),
-    )
-    err.__cause__ = e
-    return err
+def _launch_in_process(
+    payload: RankPayload, watchers: dict[str, Any], env: dict[str, Any] | None
+) -> DdpHandle:
+    """A world of one, or this process's rank under torchrun: it trains on a thread."""
+    s = payload.spec  # in-process ranks must not mutate the caller's guard / outer optimizer
+    guard, outer = copy.deepcopy(s.guard), copy.deepcopy(s.outer_optimizer)
+    payload = replace(payload, spec=replace(s, guard=guard, outer_optimizer=outer))
+    rank, world = (env["rank"], env["world_size"]) if env else (0, 1)
+    device = torch.device(payload.devices[env["local_rank"] % len(payload.devices) if env else 0])
+    handle = DdpHandle(world, [str(device)], **(watchers if rank == 0 else {}))
 
-
-def _on_thread(handle: DdpHandle, name: str, body: Callable[[], Any]) -> None:
-    """Run ``body() -> (state, timeline)`` on a thread that resolves ``handle``."""
-
-    def run() -> None:
-        try:
-            handle._finish(*body())
-        except BaseException as e:
-            handle._fail(_local_error(e, int(name.rsplit("rank", 1)[-1]), socket.gethostname()))
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-
-
-def _send(handle: DdpHandle) -> Callable[[Any], None]:
     def send(msg: Any) -> None:
         if getattr(msg, "metrics", None) is not None:
             handle._push_metrics(msg.metrics)
         elif getattr(msg, "progress", None) is not None:
             handle._push_progress(msg.progress)
 
-    return send
+    def run() -> None:
+        try:
+            handle._finish(*_train_here(payload, env, device, send))
+        except BaseException as e:
+            err = e
+            if not (isinstance(e, DdpError) and e.rank is not None):
+                tb = "".join(traceback.format_exception(e))
+                text = f"rank {rank} failed: {type(e).__name__}: {e}"
+                err = DdpError(text, rank=rank, host=socket.gethostname(), remote_traceback=tb)
+                err.__cause__ = e
+            handle._fail(err)
 
-
-def _launch_local(payload: RankPayload, watchers: dict[str, Any]) -> DdpHandle:
-    payload = _in_process(payload)
-    handle = DdpHandle(1, payload.devices, **watchers)
-    device = torch.device(payload.devices[0])
-
-    def body() -> tuple[Any, Any]:
-        if payload.spec.threads_per_rank is not None:
-            # only when asked: this is the caller's process (the count is per thread)
-            torch.set_num_threads(payload.spec.threads_per_rank)
-        ctx_ = _context(0, 1, device, SoloComm(), StaticWorld(1), lambda _a: LocalReducer())
-        engine, timeline = train_rank(payload, ctx_, _send(handle))
-        return engine.final_state(), timeline
-
-    _on_thread(handle, "flodl-ddp-rank0", body)
+    threading.Thread(target=run, name=f"flodl-ddp-rank{rank}", daemon=True).start()
     return handle
 
 
-def _context(
-    rank: int, world: int, device: torch.device, comm: Any, membership: Any, reducer: Any
-) -> RankContext:
-    return RankContext(
-        rank, world, device, socket.gethostname(), comm, time.time(), reducer, membership
-    )
-
-
-def run_key(salt: str) -> str:
-    """The store key prefix of a run: from the cluster's run token under ``fdl @cluster`` (every
-    rank derives the same one), else from ``salt``."""
-    token = os.environ.get("FLODL_CLUSTER_TOKEN")
-    if token:
-        return hmac.new(token.encode(), f"store:{salt}".encode(), hashlib.sha256).hexdigest()[:32]
-    return f"flodl-ddp/{salt}"
-
-
-def _launch_torchrun(
-    payload: RankPayload, env: dict[str, Any], watchers: dict[str, Any]
-) -> DdpHandle:
-    payload = _in_process(payload)
-    rank, world, local = int(env["rank"]), int(env["world_size"]), int(env["local_rank"])
-    device = torch.device(payload.devices[local % len(payload.devices)])
-    lead = watchers if rank == 0 else {}
-    handle = DdpHandle(world, [str(device)], **lead)
-
-    def body() -> tuple[Any, Any]:
-        set_threads(payload.spec, device, local, local_world(payload.devices, True))
-        created = not dist.is_initialized()
-        if created:
-            backend = "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo"
-            init_torchrun_group(backend, payload.spec.timeout_s)  # restart-safe
-        try:
-            from torch.distributed.distributed_c10d import _get_default_store
-
+def _train_here(
+    payload: RankPayload, env: dict[str, Any] | None, device: torch.device, send: Any
+) -> tuple[TrainedState, Any]:
+    spec, created = payload.spec, False
+    rank, world = (env["rank"], env["world_size"]) if env else (0, 1)
+    try:
+        if env is not None:
+            set_threads(spec, device, env["local_rank"], local_world(payload.devices, True))
+            created = join_group(device, spec.timeout_s)
             # Every rank calls run() the same number of times: the count names this run's keys,
             # so a second run in the same process group never reads the first one's messages.
-            store = dist.PrefixStore(run_key(f"run{next(_RUNS)}"), _get_default_store())
-            comm = StoreComm(store, rank, world, payload.spec.timeout_s)
-            ctx_ = _context(
-                rank, world, device, comm, StaticWorld(world), static_reducer(comm, payload.spec)
-            )
-            engine, timeline = train_rank(payload, ctx_, _send(handle), every_epoch=True)
-            comm.barrier("fin")
-            return engine.final_state(), timeline
-        finally:
-            # The group goes before join() returns: a script that exits right after join() must
-            # not race gloo's teardown in this thread.
-            if created:
-                with contextlib.suppress(Exception):
-                    dist.destroy_process_group()
-
-    _on_thread(handle, f"flodl-ddp-rank{rank}", body)
-    return handle
-
-
-def static_watchdog(spec: RunSpec) -> Callable[..., Callable[..., Watchdog]]:
-    """A static world's watchdog: a rank stopped for ``min(10 s, timeout / 2)`` is dead (its
-    peers would wait for it until the timeout), one that sits in a batch or a wait past the
-    run's timeout too."""
-    t = spec.timeout_s
-    return lambda progress, phase: (
-        lambda kill: Watchdog(progress, phase, t, min(10.0, t / 2), t, kill)
-    )
-
-
-def _launch_spawn(payload: RankPayload, watchers: dict[str, Any]) -> DdpHandle:
-    import torch.multiprocessing as mp
-
-    spawn_picklable(payload)
-    world = len(payload.devices)
-    ctx = mp.get_context("spawn")
-    handle = DdpHandle(world, payload.devices, **watchers)
-    # loopback only: the store carries the ranks' control messages
-    store = listen_store("127.0.0.1", 0, timeout_s=payload.spec.timeout_s)
-    progress, phase = ctx.Array("q", world, lock=False), ctx.Array("b", world, lock=False)
-    sup: Supervisor
-
-    def target(rank: int, generation: int) -> tuple[Callable[..., None], tuple[Any, ...]]:
-        link = SpawnLink(store.port, key, sup.queue, sup.tmp.name, t0, os.getpid(), progress, phase)
-        return rank_process, (rank, payload, link)
-
-    key, t0 = secrets.token_hex(16), time.time()
-    sup = Supervisor(handle, world, ctx, target, static_watchdog(payload.spec)(progress, phase))
-    handle._attach(sup, keep=store)
-    sup.start()
-    return handle
+            comm: Comm = group_comm(f"run{next(_RUNS)}", spec.timeout_s)
+            reducer = static_reducer(comm, spec)
+        else:
+            if spec.threads_per_rank is not None:  # this is the caller's process: only when asked
+                torch.set_num_threads(spec.threads_per_rank)
+            comm, reducer = SoloComm(), lambda _a: LocalReducer()
+        engine, timeline = train_rank(
+            payload, rank_context(rank, world, device, comm, reducer), send, every_epoch=True
+        )
+        comm.barrier("fin")
+        return engine.final_state(), timeline
+    finally:
+        # The group goes before join() returns: a script that exits right after join() must
+        # not race gloo's teardown in this thread.
+        if created:
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group()

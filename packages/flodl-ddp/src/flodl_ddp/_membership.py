@@ -1,14 +1,6 @@
-"""Who trains the next window: the membership strategy of a run.
-
-The rank engine asks its :class:`Membership` at the start of every averaging window which ranks
-take part (:meth:`~Membership.begin`), and after the window's round whether the round counts
-(:meth:`~Membership.commit`). Two strategies:
-
-- :class:`StaticWorld`: every rank, always (spawned, torchrun, cluster and cooperative runs).
-  A rank that dies ends the run; the supervisor reports it.
-- :class:`~flodl_ddp._ft.TorchftQuorum`: torchft's quorum of living ranks (elastic runs). A
-  rank that is behind heals from a living peer inside :meth:`begin`; a round a death cut short
-  does not commit, and the engine rolls the window back.
+"""Who trains the next window: :class:`StaticWorld` (every rank, always; a death ends the run) or
+:class:`~flodl_ddp._ft.TorchftQuorum` (torchft's quorum of living ranks: a rank behind heals at
+a window's start, a round a death cut short does not commit).
 """
 
 from __future__ import annotations
@@ -24,10 +16,10 @@ from ._replicas import broadcast_initial, check_replicas
 
 
 class Membership(Protocol):
-    """The ranks of each window (see the module doc)."""
+    """The ranks of each window. ``elastic``: whether ranks may leave and join during the run
+    (windows then commit or roll back)."""
 
     elastic: bool
-    """Whether ranks may leave and join during the run (windows then commit or roll back)."""
 
     def agree(self, model: nn.Module, comm: Comm, device: torch.device, backend: Backend) -> None:
         """Make every replica start from the same weights (a collective, before training)."""

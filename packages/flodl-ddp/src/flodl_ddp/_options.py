@@ -1,11 +1,8 @@
-"""One rule per option: how each field of a run's configuration is checked and normalised.
-
-:data:`RULES` maps every field of :class:`~flodl_ddp.TrainerConfig` to the function that checks
-it (``rule(value) -> value``, raising :class:`~flodl_core.ConfigError` with the field's name).
-The builder's setters, :meth:`TrainerBuilder.config` and :func:`check_config` all go through
-the table, so an option is checked in exactly one place. :func:`check_config` then adds the
-rules that tie fields together and returns a :class:`RunSpec`: the run as the engine reads it,
-every default resolved, nothing left to guard.
+"""One rule per option: :data:`RULES` maps every field of :class:`~flodl_ddp.TrainerConfig` to
+the function that checks and normalises it (a :class:`~flodl_core.ConfigError` names the field).
+The builder, :class:`~flodl_ddp.ElCheConfig` and :func:`check_config` all go through it;
+:func:`check_config` adds the rules between fields and resolves every default into a
+:class:`RunSpec`, the run as the engine reads it.
 """
 
 from __future__ import annotations
@@ -29,50 +26,61 @@ def _int(name: str, low: int) -> Rule:
     return lambda v: check_int(v, name, ge=low)
 
 
-def _number(
-    name: str, *, ge: float | None = None, gt: float | None = None, le: float | None = None
-) -> Rule:
-    return lambda v: check_finite(v, name, ge=ge, gt=gt, le=le)
+def _number(name: str, **bounds: float) -> Rule:
+    return lambda v: check_finite(v, name, **bounds)
 
 
 def _optional(rule: Rule) -> Rule:
     return lambda v: None if v is None else rule(v)
 
 
-def _bool(name: str) -> Rule:
-    def rule(v: Any) -> bool:
-        if not isinstance(v, bool):  # a switch given "no" would read as on
-            raise ConfigError(f"{name} must be True or False, got {v!r}")
+def _must(name: str, ok: Callable[[Any], bool], expected: str, got: Rule = repr) -> Rule:
+    """A rule that refuses what ``ok`` rejects: ``{name} must {expected}, got {got(v)}``."""
+
+    def rule(v: Any) -> Any:
+        if not ok(v):
+            raise ConfigError(f"{name} must {expected}, got {got(v)}")
         return v
 
     return rule
+
+
+def _type(v: Any) -> str:
+    return str(type(v))
+
+
+def _bool(name: str) -> Rule:  # a switch given "no" would read as on
+    return _must(name, lambda v: isinstance(v, bool), "be True or False")
 
 
 def _callable(name: str) -> Rule:
-    def rule(v: Any) -> Any:
-        if not callable(v):
-            raise ConfigError(f"{name} must be callable, got {type(v).__name__} {v!r}")
-        return v
-
-    return rule
+    return _must(name, callable, "be callable", lambda v: f"{type(v).__name__} {v!r}")
 
 
 def _has(name: str, method: str, what: str) -> Rule:
-    def rule(v: Any) -> Any:
-        if not callable(getattr(v, method, None)):
-            raise ConfigError(f"{name} must have a {method}() method ({what}), got {type(v)}")
-        return v
-
-    return rule
+    has = f"have a {method}() method ({what})"
+    return _must(name, lambda v: callable(getattr(v, method, None)), has, _type)
 
 
 def _path(name: str) -> Rule:
-    def rule(v: Any) -> str:
-        if not isinstance(v, (str, bytes)) and not hasattr(v, "__fspath__"):
-            raise ConfigError(f"{name} must be a path, got {v!r}")
-        return os.fsdecode(os.fspath(v))
+    check = _must(name, lambda v: isinstance(v, (str, bytes, os.PathLike)), "be a path")
+    return lambda v: os.fsdecode(os.fspath(check(v)))
 
-    return rule
+
+_monitor = _must(
+    "monitor",
+    lambda v: callable(getattr(v, "log", None)) and hasattr(v, "records"),
+    "be a flodl_monitor.Monitor",
+    _type,
+)
+_eval_on = _must(
+    "eval_on",
+    lambda v: v == "fastest" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "be 'fastest' or a rank (an int >= 0)",
+)
+_elastic = _must(
+    "elastic", lambda v: isinstance(v, ElasticOptions), "be ElasticOptions (use .elastic(...))"
+)
 
 
 def check_slowdown(v: Any) -> dict[int, float]:
@@ -107,36 +115,18 @@ def normalise_devices(v: Any) -> list[str]:
     return out
 
 
-def _eval_on(v: Any) -> str | int:
-    if v == "fastest":
-        return "fastest"
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-        return v
-    raise ConfigError(f"eval_on must be 'fastest' or a rank (an int >= 0), got {v!r}")
-
-
-def _monitor(v: Any) -> Any:
-    if not callable(getattr(v, "log", None)) or not hasattr(v, "records"):
-        raise ConfigError(f"monitor must be a flodl_monitor.Monitor, got {type(v)}")
-    return v
-
-
-def _elastic(v: Any) -> Any:
-    if not isinstance(v, ElasticOptions):
-        raise ConfigError(f"elastic must be ElasticOptions (use .elastic(...)), got {v!r}")
-    return v
-
-
+_SWITCHES = "bf16_wire shared_memory meta_controller elche_relax_up timeline bind_cores"
+_PATHS = "record_log save_dashboard checkpoint_path resume"
+_COUNTS = "batch_size num_epochs min_anchor batches_per_epoch checkpoint_every threads_per_rank"
 RULES: dict[str, Rule] = {
+    **{name: _bool(name) for name in _SWITCHES.split()},
+    **{name: _optional(_int(name, 1)) for name in _COUNTS.split()},  # None: unset / unbounded
+    **{name: _optional(_path(name)) for name in _PATHS.split()},
+    **{name: _optional(_callable(name)) for name in ("scheduler", "eval_fn", "metrics_fn")},
     "dataset": lambda v: v,  # anything DataLoader reads; required, see check_config
-    "batch_size": _optional(_int("batch_size", 1)),
-    "num_epochs": _optional(_int("num_epochs", 1)),
     "mode": lambda v: parse_mode(v) and v,  # kept as given (a name or a Mode)
-    "bf16_wire": _bool("bf16_wire"),
-    "shared_memory": _bool("shared_memory"),
     "anchor": _int("anchor", 1),
     "max_anchor": _int("max_anchor", 1),
-    "min_anchor": _optional(_int("min_anchor", 1)),
     "overhead_target": _number("overhead_target", ge=0.01, le=0.50),
     "max_batch_diff": _optional(_int("max_batch_diff", 0)),
     "speed_hint": _optional(_speed_hint),
@@ -145,30 +135,16 @@ RULES: dict[str, Rule] = {
     "max_overshoot": _optional(_int("max_overshoot", 0)),
     "divergence_threshold": _number("divergence_threshold", gt=0.0),
     "guard": _optional(_has("guard", "report", "TrendGuard, MsfGuard, NoGuard or your own")),
-    "meta_controller": _bool("meta_controller"),
-    "elche_relax_up": _bool("elche_relax_up"),
     "easgd_alpha": _optional(_number("easgd_alpha", gt=0.0, le=1.0)),
     "outer_optimizer": _optional(_has("outer_optimizer", "step", "OuterAvg, SlowMo, DiLoCo")),
-    "scheduler": _optional(_callable("scheduler")),
     "lr_scale_ratio": _optional(_number("lr_scale_ratio", ge=0.0)),
     "seed": _int("seed", 0),
-    "batches_per_epoch": _optional(_int("batches_per_epoch", 1)),
-    "timeline": _bool("timeline"),
     "slowdown": _optional(check_slowdown),
     "timeout_s": _number("timeout_s", gt=0.0),
     "reports_per_epoch": _int("reports_per_epoch", 0),
     "eval_on": _eval_on,
     "devices": _optional(normalise_devices),
-    "eval_fn": _optional(_callable("eval_fn")),
-    "metrics_fn": _optional(_callable("metrics_fn")),
     "monitor": _optional(_monitor),
-    "record_log": _optional(_path("record_log")),
-    "save_dashboard": _optional(_path("save_dashboard")),
-    "checkpoint_every": _optional(_int("checkpoint_every", 1)),
-    "checkpoint_path": _optional(_path("checkpoint_path")),
-    "resume": _optional(_path("resume")),
-    "threads_per_rank": _optional(_int("threads_per_rank", 1)),
-    "bind_cores": _bool("bind_cores"),
     "elastic": _optional(_elastic),
 }
 """Field name -> its rule. Every field of TrainerConfig has exactly one."""
@@ -181,12 +157,8 @@ def check_option(name: str, value: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A checked run, as the rank engine reads it (made by :func:`check_config`).
-
-    Optional fields are optional by meaning (``max_grad_norm=None``: no clipping), never
-    because a default is still to be resolved: ``lr_scale`` is the factor itself, ``guard`` the
-    guard object, ``min_anchor`` a number, ``slowdown`` a dict.
-    """
+    """A checked run, as the rank engine reads it (made by :func:`check_config`): a ``None`` means
+    what it says (``max_grad_norm=None``: no clipping), never a default still to resolve."""
 
     dataset: Any
     batch_size: int
@@ -239,26 +211,16 @@ class RunSpec:
         return 1.0 + self.lr_scale_ratio * (world - 1)
 
 
-def default_lr_scale_ratio(mode: Mode) -> float:
-    """Sync steps on the pooled batch of every rank (W times the samples per step), so the
-    linear scaling rule applies (1.0); cadence and async average replicas that each step on
-    their own batches, whose learning rate stays the one a single device would use (0.0)."""
-    return 1.0 if mode.policy is Policy.SYNC else 0.0
-
-
 def check_config(cfg: Any, *, need_epochs: bool = True) -> RunSpec:
-    """Every field through its rule, then the rules between fields; the :class:`RunSpec`.
-
-    ``need_epochs=False`` (the cooperative tier) lets ``num_epochs`` be ``None``.
-    """
+    """Every field through its rule, then the rules between fields; the :class:`RunSpec`
+    (``need_epochs=False``, the cooperative tier: ``num_epochs`` may be ``None``)."""
     v = {f.name: check_option(f.name, getattr(cfg, f.name)) for f in fields(cfg)}
     mode = v["mode"] = parse_mode(v["mode"])
     if v["dataset"] is None:
         raise ConfigError("dataset is required: call .dataset(ds) (any DataLoader input)")
-    if need_epochs and v["num_epochs"] is None:
-        raise ConfigError("num_epochs is required: call .num_epochs(n)")
-    if v["batch_size"] is None:
-        raise ConfigError("batch_size is required: call .batch_size(n)")
+    for name in ("num_epochs", "batch_size"):
+        if v[name] is None and (need_epochs or name == "batch_size"):
+            raise ConfigError(f"{name} is required: call .{name}(n)")
     if v["max_anchor"] < v["anchor"]:
         raise ConfigError(f"max_anchor ({v['max_anchor']}) must be >= anchor ({v['anchor']})")
     if v["easgd_alpha"] is not None and mode.name != "cpu-async":
@@ -270,43 +232,32 @@ def check_config(cfg: Any, *, need_epochs: bool = True) -> RunSpec:
         raise ConfigError("checkpoint_every needs a checkpoint_path (a folder)")
     if v["resume"] is not None:
         read_latest(v["resume"])  # a missing or foreign folder fails before any rank starts
-    guard = v["guard"]
-    if guard is None:
-        guard = TrendGuard(v["divergence_threshold"])
+    # Sync steps on the pooled batch of every rank, so the linear scaling rule applies (1.0);
+    # cadence and async replicas each step on their own batches, as one device would (0.0).
     ratio = v["lr_scale_ratio"]
-    return RunSpec(
-        **{k: v[k] for k in _SPEC_FIELDS if k in v},
-        num_epochs=v["num_epochs"] or 1,
-        min_anchor=v["anchor"] if v["min_anchor"] is None else v["min_anchor"],
-        guard=guard,
-        lr_scale_ratio=default_lr_scale_ratio(mode) if ratio is None else ratio,
-        slowdown=v["slowdown"] or {},
-    )
-
-
-_SPEC_FIELDS = tuple(
-    f.name
-    for f in fields(RunSpec)
-    if f.name not in ("num_epochs", "min_anchor", "guard", "lr_scale_ratio", "slowdown")
-)
+    resolved = {
+        "num_epochs": v["num_epochs"] or 1,
+        "min_anchor": v["anchor"] if v["min_anchor"] is None else v["min_anchor"],
+        "guard": TrendGuard(v["divergence_threshold"]) if v["guard"] is None else v["guard"],
+        "lr_scale_ratio": float(mode.policy is Policy.SYNC) if ratio is None else ratio,
+        "slowdown": v["slowdown"] or {},
+    }
+    return RunSpec(**{f.name: resolved.get(f.name, v.get(f.name)) for f in fields(RunSpec)})
 
 
 def check_world(spec: RunSpec, world: int, n_samples: int) -> None:
     """The rules that need the number of ranks and the dataset's size."""
-    for rank in spec.slowdown:
-        if rank >= world:
-            raise ConfigError(f"slowdown names rank {rank} but the world has {world} ranks")
-    if spec.speed_hint is not None and spec.speed_hint[0] >= world:
-        raise ConfigError(
-            f"speed_hint names rank {spec.speed_hint[0]} but the world has {world} ranks"
-        )
+    hint = spec.speed_hint[0] if spec.speed_hint is not None else None
+    named = [("slowdown", r) for r in spec.slowdown] + [("speed_hint", hint)]
+    named += [("eval_on", spec.eval_on if isinstance(spec.eval_on, int) else None)]
+    for name, rank in named:
+        if rank is not None and rank >= world:
+            raise ConfigError(f"{name} names rank {rank} but the world has {world} ranks")
     if spec.partition_ratios is not None and len(spec.partition_ratios) != world:
         raise ConfigError(
             f"partition_ratios has {len(spec.partition_ratios)} entries for {world} ranks; "
             "give one ratio per rank"
         )
-    if isinstance(spec.eval_on, int) and spec.eval_on >= world:
-        raise ConfigError(f"eval_on names rank {spec.eval_on} but the world has {world} ranks")
     if n_samples < world:
         raise ConfigError(
             f"the dataset has {n_samples} samples, fewer than the {world} ranks; every rank "

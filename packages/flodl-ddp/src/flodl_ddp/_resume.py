@@ -1,21 +1,7 @@
-"""Checkpoints of a distributed run, and resuming from one.
-
-A checkpoint folder holds, for the last epoch written:
-
-- ``model-eNNNNN.fdl``: the model (:func:`flodl_core.save_checkpoint`, CRC-checked entries);
-- ``trainer-eNNNNN.state``: a flodl state file (no pickle) with the engine's shared state
-  (ElChe, guard, meta-controller, outer optimizer and global weights, async overshoot, epoch and
-  global step) and every rank's private state (optimizer, RNG, scheduler position);
-- ``latest.json``: names the two files above and the SHA-256 of the state file. It is written
-  last, atomically, so it always points at a complete pair; older pairs, and the temporary
-  files of a write that was killed, are removed after it.
-
-Rank 0 writes everything; the other ranks send their private state to it over the process group
-(one gather of byte tensors: an Adam state of 10 M parameters is 80 MB, past what a store value
-may hold), so the folder only has to be reachable from rank 0's host. Checkpoints are taken at
-epoch ends; a resumed run starts at the next epoch with the data order, RNG and optimizer state
-it would have had, so a resumed run on CPU continues bit for bit like the run that was never
-stopped. A file that changed since it was written fails the resume before anything is loaded.
+"""Checkpoints of a distributed run, and resuming from one: ``model-eNNNNN.fdl`` (the model),
+``trainer-eNNNNN.state`` (the engine's shared and every rank's own state, no pickle) and
+``latest.json`` (names both and the state's SHA-256; written last, atomically, so it always
+names a complete pair). Rank 0 writes everything; resuming continues as the run would have.
 """
 
 from __future__ import annotations
@@ -25,13 +11,15 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from flodl_core import CheckpointError, ConfigError, atomic_write
 from flodl_core.checkpoint import load_checkpoint, read_state_file, save_checkpoint, save_state_file
+
+from ._engine_state import EngineState
 
 FORMAT = "flodl-ddp-checkpoint"
 VERSION = 2
@@ -52,19 +40,6 @@ class DdpTrainerState:
         self._state = state
 
 
-class Checkpointed(Protocol):
-    """What a checkpoint reads from and writes into (the rank engine)."""
-
-    rank: int
-    world: int
-    model: torch.nn.Module
-
-    def shared_state(self) -> dict[str, Any]: ...
-    def load_shared_state(self, state: dict[str, Any]) -> None: ...
-    def rank_state(self) -> dict[str, Any]: ...
-    def load_rank_state(self, state: dict[str, Any]) -> None: ...
-
-
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -74,16 +49,16 @@ def _sha256(path: Path) -> str:
 
 
 def gather_to_first(blob: bytes, rank: int, world: int) -> list[bytes] | None:
-    """Every rank's ``blob`` on rank 0 (``None`` elsewhere), over the default process group:
-    the lengths first, then one gather of byte tensors padded to the longest."""
+    """Every rank's ``blob`` on rank 0 (``None`` elsewhere) over the default process group: the
+    lengths, then one gather of byte tensors padded to the longest (an optimizer state is past
+    what a store value may hold)."""
     if world == 1:
         return [blob]
     device = "cuda" if dist.get_backend() == "nccl" else "cpu"
     n = torch.tensor([len(blob)], dtype=torch.int64, device=device)
     sizes = [torch.zeros_like(n) for _ in range(world)]
     dist.all_gather(sizes, n)
-    width = max(int(s) for s in sizes)
-    mine = torch.zeros(width, dtype=torch.uint8)
+    mine = torch.zeros(max(int(s) for s in sizes), dtype=torch.uint8)
     if blob:
         mine[: len(blob)] = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
     mine = mine.to(device)
@@ -94,7 +69,7 @@ def gather_to_first(blob: bytes, rank: int, world: int) -> list[bytes] | None:
     return [bytes(t[: int(s)].cpu().numpy().tobytes()) for t, s in zip(out, sizes, strict=True)]
 
 
-def save_checkpoint_from(engine: Checkpointed, epoch: int, folder: str | os.PathLike[str]) -> None:
+def save_checkpoint_from(engine: EngineState, epoch: int, folder: str | os.PathLike[str]) -> None:
     """Write the checkpoint of the epoch that just ended (a collective: every rank calls it)."""
     buf = io.BytesIO()
     torch.save(engine.rank_state(), buf)
@@ -102,27 +77,15 @@ def save_checkpoint_from(engine: Checkpointed, epoch: int, folder: str | os.Path
     if parts is None:
         return
     ranks = [torch.load(io.BytesIO(b), weights_only=True) for b in parts]
-    shared = {
-        "format": FORMAT,
-        "version": VERSION,
-        "epoch": epoch,
-        "world_size": engine.world,
-        "engine": engine.shared_state(),
-        "ranks": ranks,
-    }
+    head = {"format": FORMAT, "version": VERSION, "epoch": epoch}
+    shared = {**head, "world_size": engine.world, "engine": engine.shared_state(), "ranks": ranks}
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     model_name, state_name = f"model-e{epoch:05d}.fdl", f"trainer-e{epoch:05d}.state"
     save_checkpoint(engine.model, root / model_name, metadata={"epoch": str(epoch)})
     save_state_file(DdpTrainerState(shared), root / state_name)
-    latest = {
-        "format": FORMAT,
-        "version": VERSION,
-        "epoch": epoch,
-        "model": model_name,
-        "state": state_name,
-        "state_sha256": _sha256(root / state_name),
-    }
+    sha = _sha256(root / state_name)
+    latest = {**head, "model": model_name, "state": state_name, "state_sha256": sha}
     atomic_write(root / LATEST, json.dumps(latest, indent=1))
     for old in root.iterdir():
         name = old.name
@@ -153,8 +116,9 @@ def read_latest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
     return folder, latest
 
 
-def load_checkpoint_into(engine: Checkpointed, path: str | os.PathLike[str]) -> None:
-    """Restore ``engine`` (model, optimizer, RNG, shared state) from a checkpoint folder."""
+def load_checkpoint_into(engine: EngineState, path: str | os.PathLike[str]) -> None:
+    """Restore ``engine`` (model, optimizer, RNG, shared state) from a checkpoint folder; a file
+    that changed since it was written fails before anything is loaded."""
     folder, latest = read_latest(path)
     state_file = folder / latest["state"]
     if not state_file.is_file() or _sha256(state_file) != latest.get("state_sha256"):

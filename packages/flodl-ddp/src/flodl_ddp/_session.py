@@ -1,26 +1,9 @@
 """The cooperative tier: the framework sets up, you own the loop inside each rank.
 
-Run your script once per rank (``torchrun --nproc-per-node 2 train.py``, or your own launcher
-that initialises ``torch.distributed``); without either it runs as a world of one::
-
-    session = Trainer.setup(model, make_optim, DdpConfig(dataset=ds, batch_size=32,
-                                                         mode="cpu-cadence"))
-    for epoch in range(5):
-        for batch in session.epoch(epoch):
-            loss = loss_fn(session.model(batch[0]), batch[1])
-            session.step(loss)           # backward, clip, optimizer, zero_grad, averaging
-        print(session.metrics[-1].avg_loss)
-    session.close()
-
-``session.epoch(n)`` yields this rank's slice of epoch ``n``; the averaging happens inside the
-iteration, between two batches, when the policy says so. Iterate each epoch to its end on every
-rank: the ranks count batches to know when to average. A rank that leaves an epoch early makes
-the others fail at their next averaging with a :class:`DdpError` that names it, and fails itself
-at its next call.
-
-Started with plain ``python`` (no ``torchrun``, no process group of your own) the script is a
-world of one, and the session says so in a warning when the config mixes devices or asks for
-several ranks in any other way; ``torchrun --nproc-per-node N script.py`` makes N ranks.
+Run the script once per rank (``torchrun --nproc-per-node N``, or a process group of your own;
+without either it is a world of one, with a warning). Iterate ``session.epoch(n)`` to its end on
+every rank and call ``session.step(loss)`` once per batch: the ranks count batches to know when
+to average (a rank that leaves an epoch early makes the others fail, naming it).
 """
 
 from __future__ import annotations
@@ -28,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,18 +20,16 @@ from torch import nn
 
 from flodl_core.data import as_batch_dataset
 
-from ._comm import Comm, SoloComm, StoreComm
+from ._comm import Comm, SoloComm
 from ._config import DdpConfig
 from ._errors import DdpError
 from ._handle import TrainedState
-from ._launch import run_key
-from ._membership import StaticWorld
 from ._metrics import EpochMetrics
 from ._options import check_config, check_world
-from ._rank import RankContext, RankEngine
+from ._rank import RankEngine
 from ._reduce import LocalReducer
-from ._torchrun import init_torchrun_group, torchrun_env
-from ._worker import static_reducer
+from ._torchrun import group_comm, join_group, torchrun_env
+from ._worker import rank_context, static_reducer
 
 logger = logging.getLogger("flodl.ddp")
 
@@ -73,19 +52,12 @@ class DdpSession:
         if not isinstance(config, DdpConfig):
             raise TypeError(f"config must be a DdpConfig, got {type(config).__name__}")
         spec = check_config(config.to_trainer_config(), need_epochs=False)
-        self._created_pg = False
-        device = _model_device(model)
-        if dist.is_available() and dist.is_initialized():
-            rank, world = dist.get_rank(), dist.get_world_size()
-        elif torchrun_env() is not None:
-            # restart-safe: a torchrun --max-restarts attempt never reads the last one's keys
-            init_torchrun_group(
-                "cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo", spec.timeout_s
-            )
-            self._created_pg = True
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        self._created_pg, rank, world = False, 0, 1
+        if (dist.is_available() and dist.is_initialized()) or torchrun_env() is not None:
+            self._created_pg = join_group(device, spec.timeout_s)  # restart-safe under torchrun
             rank, world = dist.get_rank(), dist.get_world_size()
         else:
-            rank, world = 0, 1
             logger.warning(
                 "ddp: Trainer.setup found no torchrun environment and no process group: this "
                 "script trains as a world of ONE rank. Start it with `torchrun --nproc-per-node "
@@ -93,27 +65,13 @@ class DdpSession:
             )
         check_world(spec, world, len(as_batch_dataset(spec.dataset)))
         if world > 1:
-            from torch.distributed.distributed_c10d import _get_default_store
-
-            key = run_key(f"session{next(_SESSIONS)}")
-            comm: Comm = StoreComm(
-                dist.PrefixStore(key, _get_default_store()), rank, world, spec.timeout_s
-            )
+            comm: Comm = group_comm(f"session{next(_SESSIONS)}", spec.timeout_s)
             reducer = static_reducer(comm, spec)
+            if device.type == "cpu" and spec.threads_per_rank is None:
+                torch.set_num_threads(1)
         else:
-            comm, reducer = SoloComm(), (lambda _a: LocalReducer())
-        if device.type == "cpu" and spec.threads_per_rank is None and world > 1:
-            torch.set_num_threads(1)
-        ctx = RankContext(
-            rank,
-            world,
-            device,
-            socket.gethostname(),
-            comm,
-            time.time(),
-            reducer,
-            StaticWorld(world),
-        )
+            comm, reducer = SoloComm(), lambda _a: LocalReducer()
+        ctx = rank_context(rank, world, device, comm, reducer)
         self._engine = RankEngine(spec, ctx, model, optim_factory)
         self._closed = False
 
@@ -178,9 +136,3 @@ class DdpSession:
                 dist.destroy_process_group()
         if left is not None:
             raise DdpError(left, rank=self.rank)
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    return torch.device("cpu")

@@ -1,23 +1,9 @@
 """Watching the rank processes of a spawned run: one supervisor for static and elastic runs.
 
-The supervisor starts one process per rank (spawn context, so the launcher never initialises
-CUDA), reads their typed messages (:mod:`flodl_ddp._messages`) from one queue, polls their exit
-codes and runs the :class:`~flodl_ddp._watchdog.Watchdog` over their beacons. What a failure
-means depends on the run:
-
-- **static** (:class:`StaticPolicy`): the run fails. After the first sign of trouble the
-  supervisor waits :data:`ERROR_GRACE_S` for the root cause, tears every rank down (SIGTERM,
-  then SIGKILL) and fails the handle with one error that names the rank at fault: a death by a
-  signal first (it causes the connection errors its peers then report), then a rank the
-  watchdog found stopped or hung, then a rank's own exception, then its peers' echoes of it,
-  then a silent exit (with the fix when it is the missing ``if __name__ == "__main__":``).
-- **elastic** (:class:`ElasticPolicy`): a death is logged and, while ``max_restarts`` allows,
-  the rank is started again; the watchdog's verdicts kill the rank, which makes them deaths.
-  Fewer living ranks than ``min_ranks`` fail the run, and so does a rank that raises (a bug in
-  ``train_step`` is not a fault to survive: it would strike again).
-
-The run's temporary folder (it holds the trained weights) is removed before the handle
-resolves. A rank that delivered its result and then dies in teardown is not a failure.
+It starts one process per rank (spawn context), reads their messages from one queue, polls their
+exit codes and runs the watchdog over their beacons. A static run fails at the first trouble,
+naming the rank at fault (:func:`blame`); an elastic run's policy (:mod:`._elastic_launch`)
+restarts ranks. A rank that delivered its result and then dies in teardown is not a failure.
 """
 
 from __future__ import annotations
@@ -36,35 +22,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch.multiprocessing as mp
+
 from ._errors import DdpError
 from ._handle import DdpHandle
-from ._messages import (
-    Counts,
-    Done,
-    Epoch,
-    Failed,
-    Final,
-    Healed,
-    Listening,
-    Report,
-    RolledBack,
-)
+from ._messages import Counts, Done, Epoch, Failed, Final, Healed, Listening, Report, RolledBack
 from ._timeline import Timeline
 from ._watchdog import Watchdog, process_stopped
-from ._worker import load_state
+from ._worker import RankPayload, SpawnLink, load_state
 
 logger = logging.getLogger("flodl.ddp")
 
 ERROR_GRACE_S = 1.0  # after a first failure, wait this long for the root cause to arrive
 TERM_GRACE_S = 3.0  # SIGTERM, then SIGKILL after this long
 FINISH_GRACE_S = 5.0  # elastic: after the result, how long finished ranks get to exit
-MAIN_GUARD_EXIT = 97
-"""Exit code of a rank process that found the launching script re-running at its top level."""
+MAIN_GUARD_EXIT = 97  # the exit code of a rank process that re-ran the launching script
 MAIN_GUARD = (
     'the script that started the run has no `if __name__ == "__main__":` guard, so each rank '
     "process ran it again from the top; put the code that builds and runs the Trainer under "
     "that guard"
 )
+_EVENTS = {Healed: "healed", Counts: "counts", RolledBack: "rollback"}  # handle.events kinds
 
 
 def stop_processes(procs: list[Any]) -> None:
@@ -113,23 +91,20 @@ class Watch:
 
 
 def blame(w: Watch, host: str) -> DdpError:
-    """The run's one error (module doc, static runs)."""
+    """The run's one error, naming the rank at fault: a death by a signal first (it causes the
+    connection errors its peers then report), then a rank the watchdog found stopped or hung,
+    then a rank's own exception, then its peers' echoes of it, then a silent exit."""
     for r, code in sorted(w.deaths.items()):
         if code < 0:
             return DdpError(f"rank {r} {how_it_died(code)}", rank=r, host=host)
     for r, why in w.verdicts:
-        return DdpError(
-            f"rank {r} {why}; the other ranks cannot go on without it", rank=r, host=host
-        )
+        text = f"rank {r} {why}; the other ranks cannot go on without it"
+        return DdpError(text, rank=r, host=host)
     causes = [e for e in w.errors if not e.echo] or w.errors
     if causes:
         e = causes[0]
-        return DdpError(
-            f"rank {e.rank} failed: {e.text}",
-            rank=e.rank,
-            host=e.host,
-            remote_traceback=e.traceback,
-        )
+        text = f"rank {e.rank} failed: {e.text}"
+        return DdpError(text, rank=e.rank, host=e.host, remote_traceback=e.traceback)
     r, code = min(w.deaths.items())
     return DdpError(f"rank {r} {how_it_died(code)}", rank=r, host=host)
 
@@ -139,33 +114,33 @@ class Supervisor:
 
     Args:
         handle: what the user holds; fed from the supervisor's thread.
-        world: the number of ranks.
-        target: ``target(rank, generation) -> (function, args)`` of a rank process.
-        watchdog: ``watchdog(kill) -> Watchdog`` over the ranks' beacons.
-        elastic: the elastic policy, ``None`` for a static run.
+        payload: what every rank process receives (one rank per device).
+        entry: a rank process's function, ``entry(rank, generation, payload, link)``.
+        limits: the watchdog's ``(hang_s, stop_s, wait_s)``.
+        policy: the elastic policy, ``None`` for a static run.
+        link: the launch's :class:`SpawnLink` fields (``port`` and ``key``, or ``elastic``).
     """
 
     def __init__(
         self,
         handle: DdpHandle,
-        world: int,
-        ctx: Any,
-        target: Callable[[int, int], tuple[Callable[..., None], tuple[Any, ...]]],
-        watchdog: Callable[[Callable[[int, str, float], None]], Watchdog],
-        elastic: Any = None,
+        payload: RankPayload,
+        entry: Callable[..., None],
+        limits: tuple[float, float, float],
+        policy: Any = None,
+        **link: Any,
     ) -> None:
-        self.handle, self.world, self.ctx, self.target = handle, world, ctx, target
-        self.elastic = elastic
-        self.queue = ctx.Queue()
+        self.handle, self.payload, self.entry, self.elastic = handle, payload, entry, policy
+        self.world, self.ctx = len(payload.devices), mp.get_context("spawn")
+        self.queue = self.ctx.Queue()
         self.tmp = tempfile.TemporaryDirectory(prefix="flodl-ddp-")
-        self.generation = [0] * world
-        self.restarts = 0
-        self.all_procs: list[Any] = []
+        beacons = [self.ctx.Array(kind, self.world, lock=False) for kind in "qb"]
+        self.link = SpawnLink(self.queue, self.tmp.name, time.time(), os.getpid(), *beacons, **link)
+        self.watchdog = Watchdog(*beacons, *limits, self._judged)
+        self.generation, self.restarts, self.watch = [0] * self.world, 0, Watch()
         self.procs: list[Any] = []
-        self.watch = Watch()
-        self.watchdog = watchdog(self._judged)
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
+        self.all_procs: list[Any] = []  # every generation's
+        self._stopping, self._lock = threading.Event(), threading.Lock()
         self._reported: set[tuple[int, int]] = set()  # (rank, generation) deaths handled
 
     def start(self) -> None:
@@ -178,8 +153,10 @@ class Supervisor:
         threading.Thread(target=self.run, name="flodl-ddp-supervisor", daemon=True).start()
 
     def _spawn(self, rank: int) -> Any:
-        fn, args = self.target(rank, self.generation[rank])
-        p = self.ctx.Process(target=fn, args=args, name=f"flodl-ddp-rank{rank}", daemon=True)
+        args = (rank, self.generation[rank], self.payload, self.link)
+        p = self.ctx.Process(
+            target=self.entry, args=args, name=f"flodl-ddp-rank{rank}", daemon=True
+        )
         try:
             p.start()
         except RuntimeError as e:
@@ -204,22 +181,16 @@ class Supervisor:
         self.generation[rank] += 1
         self.elastic.reset(rank)
         self.watchdog.reset(rank)
-        self.procs[rank] = self._spawn(rank)
-        self._event("restarted", rank, generation=self.generation[rank])
-        logger.info(
-            "elastic: rank %d restarted (generation %d, pid %d)",
-            rank,
-            self.generation[rank],
-            self.procs[rank].pid,
-        )
+        self.procs[rank] = p = self._spawn(rank)
+        gen = self.generation[rank]
+        self._event("restarted", rank, generation=gen)
+        logger.info("elastic: rank %d restarted (generation %d, pid %d)", rank, gen, p.pid)
 
     def stop(self) -> None:
         self._stopping.set()
 
     def _event(self, kind: str, rank: int, **fields: Any) -> None:
         self.handle.events.append({"event": kind, "rank": rank, "t": time.time(), **fields})
-
-    # ---- the watching thread ---------------------------------------------------------------
 
     def run(self) -> None:
         try:
@@ -231,12 +202,10 @@ class Supervisor:
     def _step(self) -> bool:
         """Take one message, or look at the processes; ``True`` once the run is resolved."""
         try:
-            msg = self.queue.get(timeout=0.05)
-        except queue.Empty:
-            msg = None
-        if msg is not None:
-            self._take(msg)
+            self._take(self.queue.get(timeout=0.05))
             return False  # drain the queue before looking at exit codes
+        except queue.Empty:
+            pass
         if self._stopping.is_set():
             return self._resolve(DdpError("the run was stopped by DdpHandle.stop()"))
         with self._lock:
@@ -245,9 +214,25 @@ class Supervisor:
                 lambda r: procs[r].exitcode is None, lambda r: process_stopped(procs[r].pid)
             )
             self._deaths()
-        policy = self.elastic or STATIC
-        outcome = policy.outcome(self)
+        outcome = self.elastic.outcome(self) if self.elastic else self._static_outcome()
         return outcome is not None and self._resolve(outcome)
+
+    def _static_outcome(self) -> DdpError | str | None:
+        """A fixed world: any failure fails the run, after ``ERROR_GRACE_S`` for the cause."""
+        w = self.watch
+        exited = all(p.exitcode is not None for p in self.procs)
+        if w.first_fail is not None and (
+            time.monotonic() - w.first_fail >= ERROR_GRACE_S or exited
+        ):
+            return blame(w, socket.gethostname())
+        if len(w.done) == self.world and w.final is not None:
+            for p in self.procs:
+                p.join(10.0)  # anything still there after delivering is only teardown
+            return w.final.path
+        if exited and len(w.done) < self.world:
+            missing = [r for r in range(self.world) if r not in w.done]
+            return DdpError(f"ranks {missing} exited without delivering their results")
+        return None
 
     def _take(self, msg: Any) -> None:
         w = self.watch
@@ -267,18 +252,11 @@ class Supervisor:
             w.errors.append(msg)
             w.trouble()
         elif isinstance(msg, Listening):
-            logger.info(
-                "elastic: rank %d (generation %d) listens on %s",
-                msg.rank,
-                msg.generation,
-                msg.ports,
-            )
-        elif isinstance(msg, Healed):
-            self._event("healed", msg.rank, epoch=msg.epoch, cursor=msg.cursor)
-        elif isinstance(msg, Counts):
-            self._event("counts", msg.rank, window=msg.window, counts=msg.counts)
-        elif isinstance(msg, RolledBack):
-            self._event("rollback", msg.rank, epoch=msg.epoch, participants=msg.participants)
+            ports, gen = msg.ports, msg.generation
+            logger.info("elastic: rank %d (generation %d) listens on %s", msg.rank, gen, ports)
+        elif type(msg) in _EVENTS:
+            fields = {k: v for k, v in vars(msg).items() if k not in ("rank", "generation")}
+            self._event(_EVENTS[type(msg)], msg.rank, **fields)
 
     def _judged(self, rank: int, why: str, seconds: float) -> None:
         """The watchdog found ``rank`` stopped or hung."""
@@ -307,7 +285,7 @@ class Supervisor:
                 self.elastic.died(self, r, p)
 
     def _resolve(self, outcome: DdpError | str) -> bool:
-        """Tear down, remove the temporary folder, then resolve the handle."""
+        """Tear down, remove the temporary folder (the trained weights), resolve the handle."""
         with contextlib.suppress(Exception):
             stop_processes(self.all_procs)
         state = None
@@ -317,11 +295,11 @@ class Supervisor:
             except Exception as e:
                 outcome = DdpError(f"the trained state could not be read back: {e}")
         self._close()
-        if state is not None:
-            timeline = self.watch.final.timeline if self.watch.final is not None else None
-            self.handle._finish(state, _timeline(timeline))
-        else:
+        if state is None:
             self.handle._fail(outcome)  # type: ignore[arg-type]
+        else:
+            final = self.watch.final.timeline if self.watch.final is not None else None
+            self.handle._finish(state, None if final is None else Timeline.from_dict(final))
         return True
 
     def _close(self) -> None:
@@ -330,30 +308,3 @@ class Supervisor:
         if self.elastic is not None:
             self.elastic.close()
         self.tmp.cleanup()
-
-
-def _timeline(data: dict[str, Any] | None) -> Any:
-    return None if data is None else Timeline.from_dict(data)
-
-
-class StaticPolicy:
-    """A fixed world: any failure fails the run (module doc)."""
-
-    def outcome(self, s: Supervisor) -> DdpError | str | None:
-        w = s.watch
-        exited = all(p.exitcode is not None for p in s.procs)
-        if w.first_fail is not None and (
-            time.monotonic() - w.first_fail >= ERROR_GRACE_S or exited
-        ):
-            return blame(w, socket.gethostname())
-        if len(w.done) == s.world and w.final is not None:
-            for p in s.procs:
-                p.join(10.0)  # anything still there after delivering is only teardown
-            return w.final.path
-        if exited and len(w.done) < s.world:
-            missing = [r for r in range(s.world) if r not in w.done]
-            return DdpError(f"ranks {missing} exited without delivering their results")
-        return None
-
-
-STATIC = StaticPolicy()

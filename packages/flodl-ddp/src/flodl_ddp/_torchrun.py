@@ -1,37 +1,26 @@
-"""Runs under ``torchrun``: its environment, and joining its process group restart-safely.
-
-A process started by torchrun is one rank (:func:`torchrun_env`). That is also the portable
-fallback for rank death: ``torchrun --max-restarts`` plus checkpoints. Without torchft a run
-cannot shrink, but it can restart: torchrun tears the whole group down when a rank dies and
-starts it again (up to ``--max-restarts`` times), and a script that finds its
-``checkpoint_every`` folder resumes from it (``.resume(path)``).
-
-One detail makes the restart work: torchrun (2.13, ``--standalone`` and c10d rendezvous) hands
-every attempt the *same* agent store, still holding the previous attempt's keys, and the default
-``env://`` initialisation of a process group then reads the dead attempt's addresses and fails to
-connect. :func:`init_torchrun_group` joins under a per-attempt prefix instead.
+"""Runs under ``torchrun``: its environment, joining its process group restart-safely (each
+restart attempt under a prefix of its own, see ``ARCHITECTURE-NOTES.md``), and a run's keys.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from datetime import timedelta
 
+import torch
 import torch.distributed as dist
 
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK")
+from ._comm import StoreComm
 
 
 def torchrun_env() -> dict[str, int | str] | None:
     """``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` when running under torchrun."""
-    if not all(v in os.environ for v in TORCHRUN_VARS):
+    if not all(v in os.environ for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK")):
         return None
-    return {
-        "rank": int(os.environ["RANK"]),
-        "world_size": int(os.environ["WORLD_SIZE"]),
-        "local_rank": int(os.environ["LOCAL_RANK"]),
-        "master_addr": os.environ["MASTER_ADDR"],
-    }
+    env = {k.lower(): int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return {**env, "master_addr": os.environ["MASTER_ADDR"]}
 
 
 def local_world(devices: list[str], listed: bool) -> int:
@@ -42,31 +31,48 @@ def local_world(devices: list[str], listed: bool) -> int:
     return len(devices) if listed else 1
 
 
-def attempt() -> int:
-    """torchrun's restart count (``TORCHELASTIC_RESTART_COUNT``; 0 outside torchrun)."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
-
-
 def init_torchrun_group(backend: str, timeout_s: float) -> None:
-    """``init_process_group`` from torchrun's environment (``RANK``, ``WORLD_SIZE``,
-    ``MASTER_ADDR``, ``MASTER_PORT``), under a prefix of this attempt, so a restarted group never
-    reads the keys of the one it replaces. As with ``env://``, rank 0 hosts the store unless
+    """``init_process_group`` from torchrun's environment under a prefix of this attempt
+    (``TORCHELASTIC_RESTART_COUNT``). As with ``env://``, rank 0 hosts the store unless
     torchrun's agent already does (``TORCHELASTIC_USE_AGENT_STORE``)."""
-    rank = int(os.environ["RANK"])
-    timeout = timedelta(seconds=timeout_s)
+    rank, timeout = int(os.environ["RANK"]), timedelta(seconds=timeout_s)
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     store = dist.TCPStore(
-        os.environ["MASTER_ADDR"],
-        int(os.environ["MASTER_PORT"]),
-        None,
-        not agent_store and rank == 0,
-        timeout=timeout,
-        multi_tenant=True,
+        addr, port, None, not agent_store and rank == 0, timeout=timeout, multi_tenant=True
     )
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
     dist.init_process_group(
         backend,
-        store=dist.PrefixStore(f"flodl-attempt{attempt()}", store),
+        store=dist.PrefixStore(f"flodl-attempt{attempt}", store),
         rank=rank,
         world_size=int(os.environ["WORLD_SIZE"]),
         timeout=timeout,
     )
+
+
+def join_group(device: torch.device, timeout_s: float) -> bool:
+    """Join torchrun's process group (restart-safe) unless this process has one; whether this
+    call made it (and must destroy it)."""
+    if dist.is_initialized():
+        return False
+    init_torchrun_group("cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo", timeout_s)
+    return True
+
+
+def run_key(salt: str) -> str:
+    """The store key prefix of a run: from the cluster's run token under ``fdl @cluster`` (every
+    rank derives the same one), else from ``salt``."""
+    token = os.environ.get("FLODL_CLUSTER_TOKEN")
+    if token:
+        return hmac.new(token.encode(), f"store:{salt}".encode(), hashlib.sha256).hexdigest()[:32]
+    return f"flodl-ddp/{salt}"
+
+
+def group_comm(salt: str, timeout_s: float) -> StoreComm:
+    """A control channel over the default group's store, under :func:`run_key` of ``salt``
+    (every rank makes its runs in the same order, so the salts agree)."""
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    store = dist.PrefixStore(run_key(salt), _get_default_store())
+    return StoreComm(store, dist.get_rank(), dist.get_world_size(), timeout_s)

@@ -1,27 +1,7 @@
-"""The entry points: ``Trainer.builder(...)`` (managed) and ``Trainer.setup(...)`` (cooperative).
-
-Managed::
-
-    def make_model():                      # top-level functions: spawned ranks import them
-        return nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 1))
-
-    def make_optim(params):
-        return torch.optim.Adam(params, lr=1e-3)
-
-    def train_step(model, batch):
-        x, y = batch[0], batch[1]
-        return nn.functional.mse_loss(model(x), y)
-
-    if __name__ == "__main__":
-        handle = (
-            Trainer.builder(make_model, make_optim, train_step)
-            .dataset((x, y)).batch_size(32).num_epochs(5)
-            .devices(["cpu", "cpu"]).mode("cpu-cadence")
-            .run()
-        )
-        while (m := handle.next_metrics()) is not None:
-            print(m.epoch, m.avg_loss)
-        state = handle.join()
+"""The entry points: ``Trainer.builder(...)`` (managed: the framework owns the loop) and
+``Trainer.setup(...)`` (cooperative: you own it). Each builder method sets one field of
+:class:`~flodl_ddp.TrainerConfig` (its docs say more) through that field's one rule
+(:mod:`flodl_ddp._options`); docs/tutorials/11-multi-gpu.md shows a whole run.
 """
 
 from __future__ import annotations
@@ -47,8 +27,7 @@ from ._session import DdpSession
 
 class TrainerBuilder:
     """Chained options of a managed run; :meth:`run` starts it. Each method checks its
-    argument at once, by the option's one rule (a :class:`~flodl_core.ConfigError` names it),
-    and returns the builder.
+    argument at once (a :class:`~flodl_core.ConfigError` names it) and returns the builder.
 
     Required: :meth:`dataset`, :meth:`batch_size`, :meth:`num_epochs`.
     """
@@ -59,29 +38,19 @@ class TrainerBuilder:
         optim_factory: Callable[..., Any],
         train_step: Callable[..., Any],
     ) -> None:
-        for name, fn in (
-            ("model_factory", model_factory),
-            ("optim_factory", optim_factory),
-            ("train_step", train_step),
-        ):
+        self._factories = (model_factory, optim_factory, train_step)
+        names = ("model_factory", "optim_factory", "train_step")
+        for name, fn in zip(names, self._factories, strict=True):
             if not callable(fn):
                 raise ConfigError(f"{name} must be callable, got {type(fn).__name__} {fn!r}")
-        self._model_factory = model_factory
-        self._optim_factory = optim_factory
-        self._train_step = train_step
         self._cfg = TrainerConfig()
 
     def _set(self, name: str, value: Any) -> TrainerBuilder:
         self._cfg = replace(self._cfg, **{name: check_option(name, value)})
         return self
 
-    # ---- data and length ----------------------------------------------------------------------
-
     def dataset(self, ds: Any) -> TrainerBuilder:
-        """The training data: anything :class:`flodl_core.DataLoader` reads (a ``BatchDataSet``,
-        a map-style dataset, a tuple of ``(N, ...)`` tensors). Each epoch one seeded permutation
-        is cut into consecutive per-rank slices (equal until ElChe has measured the ranks, then
-        proportional to their throughput)."""
+        """The training data: anything :class:`flodl_core.DataLoader` reads."""
         if ds is None:
             raise ConfigError("dataset must not be None")
         return self._set("dataset", ds)
@@ -102,16 +71,13 @@ class TrainerBuilder:
         """Seed of the model initialisation, data order and per-rank RNG (default 42)."""
         return self._set("seed", n)
 
-    # ---- devices and mode ---------------------------------------------------------------------
-
     def devices(self, devices: Sequence[Any]) -> TrainerBuilder:
         """One device per rank: ``["cuda:0", "cuda:1"]``, ``["cpu"] * 2``. Default: every GPU
         found without initialising CUDA, else one CPU rank."""
         return self._set("devices", devices)
 
     def mode(self, mode: str | Mode) -> TrainerBuilder:
-        """One of ``nccl-sync``, ``nccl-cadence`` (default), ``nccl-async``, ``cpu-sync``,
-        ``cpu-cadence``, ``cpu-async`` (``_`` for ``-`` and any case accepted)."""
+        """One of :data:`~flodl_ddp.MODES` (default ``nccl-cadence``; ``_`` for ``-``, any case)."""
         return self._set("mode", mode)
 
     def policy(self, policy: Policy | str) -> TrainerBuilder:
@@ -129,22 +95,16 @@ class TrainerBuilder:
         return self._set("bf16_wire", on)
 
     def shared_memory(self, on: bool = True) -> TrainerBuilder:
-        """Same-host cadence / async averaging through shared memory instead of gloo (on by
-        default; ranks on several hosts keep gloo whatever this says)."""
+        """Same-host cadence / async averaging through shared memory instead of gloo (default)."""
         return self._set("shared_memory", on)
 
     def threads_per_rank(self, n: int) -> TrainerBuilder:
-        """torch threads per rank (default 1 on CPU ranks). With one device the run trains on a
-        thread of this process, and ``n`` is set on that thread only."""
+        """torch threads per rank (default 1 on CPU ranks; with one device, on its thread only)."""
         return self._set("threads_per_rank", n)
 
     def bind_cores(self, on: bool = True) -> TrainerBuilder:
-        """Bind each rank process of this host to its own equal slice of the usable cores
-        (Linux). Steadier and faster CPU ranks on a dedicated machine; leave it off where other
-        work shares the cores. One device (trained in this process) is never bound."""
+        """Bind each rank process of this host to its own equal slice of the usable cores."""
         return self._set("bind_cores", on)
-
-    # ---- ElChe --------------------------------------------------------------------------------
 
     def anchor(self, n: int) -> TrainerBuilder:
         """Initial anchor: batches the slowest rank runs per averaging window (default 10)."""
@@ -178,8 +138,6 @@ class TrainerBuilder:
         """async: the most extra batches a ready rank runs while waiting (default automatic)."""
         return self._set("max_overshoot", n)
 
-    # ---- convergence --------------------------------------------------------------------------
-
     def max_grad_norm(self, f: float) -> TrainerBuilder:
         """Clip each rank's gradient norm to ``f`` before its optimizer step."""
         return self._set("max_grad_norm", f)
@@ -189,8 +147,7 @@ class TrainerBuilder:
         return self._set("divergence_threshold", f)
 
     def guard(self, guard: Any) -> TrainerBuilder:
-        """A convergence guard object (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own
-        with ``report(report, k_used, k_max)``)."""
+        """A convergence guard (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own)."""
         return self._set("guard", guard)
 
     def no_divergence_guard(self) -> TrainerBuilder:
@@ -202,57 +159,40 @@ class TrainerBuilder:
         return self._set("meta_controller", on)
 
     def elche_relax_up(self, on: bool = True) -> TrainerBuilder:
-        """After each averaging the guard calls stable, grow the anchor by one toward
-        ``max_anchor`` (longer windows, fewer averagings), unless the fastest rank's count would
-        then lead the anchor by more than ``max_batch_diff``."""
+        """Grow the anchor by one after each averaging the guard calls stable."""
         return self._set("elche_relax_up", on)
 
     def easgd_alpha(self, alpha: float) -> TrainerBuilder:
-        """cpu-async only: ``W := (1 - alpha) W + alpha W_avg`` at each averaging, alpha in
-        (0, 1]."""
+        """cpu-async only: ``W := (1 - alpha) W + alpha W_avg`` at each averaging, in (0, 1]."""
         return self._set("easgd_alpha", alpha)
 
     def outer_optimizer(self, outer: Any) -> TrainerBuilder:
-        """An outer optimizer (``OuterAvg``, ``SlowMo``, ``DiLoCo``, ``TorchOuter``) applied to
-        the consensus between averaging and write-back."""
+        """An outer optimizer (``OuterAvg``, ``SlowMo``, ``DiLoCo``, ``TorchOuter``)."""
         return self._set("outer_optimizer", outer)
 
-    # ---- learning rate ------------------------------------------------------------------------
-
     def scheduler(self, factory: Callable[..., Any]) -> TrainerBuilder:
-        """``factory(optimizer, total_steps)`` -> a flodl ``Scheduler`` or an object with
-        ``.step()``; driven by the global step (batches of all ranks together)."""
+        """``factory(optimizer, total_steps)`` -> a ``Scheduler`` or an object with ``.step()``."""
         return self._set("scheduler", factory)
 
     def lr_scale_ratio(self, f: float) -> TrainerBuilder:
-        """lr is multiplied by ``1 + f * (world_size - 1)``; default: 1.0 in sync mode (the
-        linear scaling rule for its pooled batch), 0.0 in cadence and async (replicas step on
-        their own batches). The start-up line prints the lr the ranks train with."""
+        """lr times ``1 + f * (world_size - 1)`` (default 1.0 in sync mode, else 0.0)."""
         return self._set("lr_scale_ratio", f)
 
-    # ---- seeing it ----------------------------------------------------------------------------
-
     def eval_fn(self, fn: Callable[[nn.Module], Any]) -> TrainerBuilder:
-        """``fn(model) -> float | dict``, run after each epoch (eval mode, no grad) on the
-        rank :meth:`eval_on` names (default: the fastest)."""
+        """``fn(model) -> float | dict`` after each epoch, on the rank :meth:`eval_on` names."""
         return self._set("eval_fn", fn)
 
     def metrics_fn(self, fn: Callable[[Any], None]) -> TrainerBuilder:
-        """``fn(EpochMetrics)`` in the launching process after each epoch (errors are logged,
-        training continues)."""
+        """``fn(EpochMetrics)`` in the launching process after each epoch (errors are logged)."""
         return self._set("metrics_fn", fn)
 
     def monitor(self, monitor: Any) -> TrainerBuilder:
-        """A :class:`flodl_monitor.Monitor`: an epoch line per epoch, and every rank published
-        into its record tree at ``root/<host>/rank<r>``. The run owns the tree (the monitor's
-        own ``record_path`` is switched off)."""
+        """A :class:`flodl_monitor.Monitor`: an epoch line per epoch, every rank in its tree."""
         return self._set("monitor", monitor)
 
     def timeline(self, on: bool = True) -> TrainerBuilder:
         """Record per-rank compute / sync / idle spans; read them with ``handle.timeline()``."""
         return self._set("timeline", on)
-
-    # ---- checkpoints --------------------------------------------------------------------------
 
     def checkpoint_every(self, n_epochs: int, path: str) -> TrainerBuilder:
         """Rank 0 writes a checkpoint to folder ``path`` every ``n_epochs`` epochs."""
@@ -262,19 +202,29 @@ class TrainerBuilder:
         """Continue from the checkpoint folder ``path`` (same number of ranks)."""
         return self._set("resume", path)
 
-    # ---- testing ------------------------------------------------------------------------------
-
     def slowdown(self, factors: Mapping[int, float]) -> TrainerBuilder:
-        """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times as long per
-        batch as its usual batch time (it sleeps the extra time, in pieces, and before it talks
-        to the other ranks), to study heterogeneity on uniform hardware."""
+        """Testing aid: ``{rank: factor}`` makes that rank take ``factor`` times its batch time."""
         return self._set("slowdown", factors)
 
     def timeout(self, seconds: float) -> TrainerBuilder:
         """How long a collective or the rendezvous may wait before the run fails (default 300)."""
         return self._set("timeout_s", seconds)
 
-    # ---- ranks that die and come back ----------------------------------------------------------
+    def reports_per_epoch(self, n: int) -> TrainerBuilder:
+        """``n`` progress reports within each epoch (loss and samples so far; 0: none)."""
+        return self._set("reports_per_epoch", n)
+
+    def eval_on(self, rank: str | int) -> TrainerBuilder:
+        """Which rank runs ``eval_fn``: ``"fastest"`` (default) or a rank number."""
+        return self._set("eval_on", rank)
+
+    def record_log(self, directory: str) -> TrainerBuilder:
+        """Write the run's record tree as JSONL files under ``directory`` as it grows."""
+        return self._set("record_log", directory)
+
+    def save_dashboard(self, path: str) -> TrainerBuilder:
+        """Write the whole dashboard as one offline HTML file when the run ends."""
+        return self._set("save_dashboard", path)
 
     def elastic(
         self,
@@ -298,14 +248,21 @@ class TrainerBuilder:
         require_torchft()
         return self._set("elastic", opts)
 
-    # ---- whole configs ------------------------------------------------------------------------
+    def elche(self, config: Any) -> TrainerBuilder:
+        """The mode and every ElChe knob an :class:`~flodl_ddp.ElCheConfig` names."""
+        if not isinstance(config, ElCheConfig):
+            raise ConfigError(f"elche needs an ElCheConfig, got {type(config).__name__}")
+        return self._set_all(config.options())
 
     def config(self, cfg: TrainerConfig) -> TrainerBuilder:
         """Take every option from a :class:`TrainerConfig` (replacing what was set before)."""
         if not isinstance(cfg, TrainerConfig):
             raise ConfigError(f"config must be a TrainerConfig, got {type(cfg).__name__}")
-        for f in fields(cfg):
-            self._set(f.name, getattr(cfg, f.name))
+        return self._set_all({f.name: getattr(cfg, f.name) for f in fields(cfg)})
+
+    def _set_all(self, options: dict[str, Any]) -> TrainerBuilder:
+        for name, value in options.items():
+            self._set(name, value)
         return self
 
     def build_config(self) -> TrainerConfig:
@@ -313,42 +270,10 @@ class TrainerBuilder:
         return replace(self._cfg)
 
     def run(self) -> DdpHandle:
-        """Validate everything, start the ranks, return the :class:`DdpHandle` (non-blocking).
-
-        Raises :class:`~flodl_core.ConfigError` before any process starts for a bad option, a
-        dataset smaller than the world, or a factory the rank processes could not receive.
-        """
-        return start(self._cfg, self._model_factory, self._optim_factory, self._train_step)
-
-    # ---- floDl's names for groups of options ---------------------------------------------------
-
-    def elche(self, config: Any) -> TrainerBuilder:
-        """The mode and every ElChe knob an :class:`~flodl_ddp.ElCheConfig` names, e.g.
-        ``.elche(ElCheConfig.cpu_async().easgd_alpha(0.6))``."""
-        if not isinstance(config, ElCheConfig):
-            raise ConfigError(f"elche needs an ElCheConfig, got {type(config).__name__}")
-        for name, value in config.options().items():
-            self._set(name, value)
-        return self
-
-    def reports_per_epoch(self, n: int) -> TrainerBuilder:
-        """``n`` progress reports within each epoch (loss and samples so far): the loss curve
-        between epoch points, in ``handle.reports`` and the monitor's record tree. 0: none."""
-        return self._set("reports_per_epoch", n)
-
-    def eval_on(self, rank: str | int) -> TrainerBuilder:
-        """Which rank runs ``eval_fn``: ``"fastest"`` (default: the rank measured fastest,
-        free soonest on a mixed rig) or a rank number."""
-        return self._set("eval_on", rank)
-
-    def record_log(self, directory: str) -> TrainerBuilder:
-        """Write the run's record tree (every rank, host and the root) as JSONL files under
-        ``directory`` as it grows (:meth:`flodl_monitor.Monitor.record_log`)."""
-        return self._set("record_log", directory)
-
-    def save_dashboard(self, path: str) -> TrainerBuilder:
-        """Write the whole dashboard as one offline HTML file when the run ends."""
-        return self._set("save_dashboard", path)
+        """Validate everything, start the ranks, return the :class:`DdpHandle` (non-blocking);
+        a bad option, a dataset smaller than the world or a factory the ranks could not receive
+        raises :class:`~flodl_core.ConfigError` before any process starts."""
+        return start(self._cfg, self._factories)
 
 
 def _enum(kind: Any, name: str, value: Any) -> Any:
