@@ -83,7 +83,7 @@ def test_the_snapshot_restores_what_training_changed_in_place() -> None:
     assert len(engine.optimizer.state) == 4
     want = copy.deepcopy(engine.state_dict())
 
-    snap = engine._snapshot()
+    snap = engine.snapshot()
     # what a window's training does to the live objects, in place, after the snapshot
     with torch.no_grad():
         for p in engine.model.parameters():
@@ -107,7 +107,7 @@ def test_training_goes_on_identically_after_a_restore() -> None:
     plain, rolled = _engine(), _engine()
     for e in (plain, rolled):
         _train_epoch(e, 0)
-    snap = rolled._snapshot()
+    snap = rolled.snapshot()
     for s in rolled.optimizer.state.values():
         s["exp_avg"].add_(1.0)
     rolled.load_state_dict(snap)
