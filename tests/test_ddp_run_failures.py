@@ -299,12 +299,6 @@ def test_a_script_without_the_main_guard_gets_one_short_message(
     assert len(err.strip().splitlines()) <= 20, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_supervisor.Supervisor: a rank process that re-runs an unguarded script builds a "
-    "whole launch (start-up line, store, queue, flodl-ddp-* folder) before Supervisor._spawn "
-    "finds it is bootstrapping, then os._exit leaves the folder and the queue's semaphores",
-)
 def test_a_script_without_the_main_guard_leaves_nothing_behind(
     unguarded: tuple[Any, Path],
 ) -> None:

@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 
 from flodl_core import ConfigError
 
-from ._elastic import ElasticOptions, check_elastic, require_torchft, resolve_exposure
+from ._elastic import ElasticOptions, Exposure, check_elastic, require_torchft, resolve_exposure
 from ._elastic_link import ElasticLink, elastic_rank_process
 from ._errors import DdpError
 from ._handle import DdpHandle
@@ -129,14 +129,11 @@ def check_elastic_run(payload: RankPayload) -> ElasticOptions:
     return opts
 
 
-def launch_elastic(payload: RankPayload, watchers: dict[str, Any]) -> ElasticHandle:
-    """Start an elastic run (spawned ranks on this machine); returns its handle."""
-    opts = check_elastic_run(payload)
-    exposure = resolve_exposure(opts)  # refuse an exposed setup before anything starts
+def _lighthouse(opts: ElasticOptions, exposure: Exposure, timeout: float) -> tuple[Any, int]:
+    """The run's torchft lighthouse, bound where the exposure says, and its port."""
     require_torchft()
     from torchft.coordination import LighthouseServer
 
-    world, timeout = len(payload.devices), payload.spec.timeout_s
     lighthouse = LighthouseServer(
         bind=f"{exposure.host}:0",
         min_replicas=opts.min_ranks,
@@ -154,6 +151,15 @@ def launch_elastic(payload: RankPayload, watchers: dict[str, Any]) -> ElasticHan
         port,
         exposure.host,
     )
+    return lighthouse, port
+
+
+def launch_elastic(payload: RankPayload, watchers: dict[str, Any]) -> ElasticHandle:
+    """Start an elastic run (spawned ranks on this machine); returns its handle."""
+    opts = check_elastic_run(payload)
+    exposure = resolve_exposure(opts)  # refuse an exposed setup before anything starts
+    world, timeout = len(payload.devices), payload.spec.timeout_s
+    lighthouse, port = _lighthouse(opts, exposure, timeout)
     ready = mp.get_context("spawn").Array("b", world, lock=False)
     lighthouse_url, token = f"http://{exposure.host}:{port}", secrets.token_hex(16)
     el = ElasticLink(

@@ -51,6 +51,14 @@ def elastic_rank_process(rank: int, generation: int, payload: RankPayload, link:
     run_process(rank, generation, payload, link, lambda d, b: _run(generation, payload, link, d, b))
 
 
+def _await_first_generation(el: ElasticLink, world: int, timeout_s: float) -> None:
+    """Every first-generation rank heartbeats before anyone asks for a quorum, so the first
+    quorum holds them all (the lighthouse waits for every heartbeating replica)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(el.ready[r] == 0 for r in range(world)):
+        time.sleep(0.01)
+
+
 def _run(gen: int, payload: RankPayload, link: SpawnLink, device: Any, beacon: Beacon) -> None:
     rank, world, el, put = beacon.rank, len(payload.devices), link.elastic, link.queue.put
     os.environ["GLOO_SOCKET_IFNAME"] = el.ifname
@@ -74,11 +82,8 @@ def _run(gen: int, payload: RankPayload, link: SpawnLink, device: Any, beacon: B
     ft = connect(rank, el, payload.spec.timeout_s, (lambda: holder["engine"].state_dict(), heal))
     put(Listening(rank, gen, ft.ports))
     el.ready[rank] = 1
-    # Every first-generation rank heartbeats before anyone asks for a quorum, so the first
-    # quorum holds them all (the lighthouse waits for every heartbeating replica).
-    deadline = time.monotonic() + payload.spec.timeout_s
-    while gen == 0 and time.monotonic() < deadline and any(el.ready[r] == 0 for r in range(world)):
-        time.sleep(0.01)
+    if gen == 0:
+        _await_first_generation(el, world, payload.spec.timeout_s)
     comm, reducer = FtComm(ft.manager, rank, world), FtReducer(ft.manager, rank)
     # hosts and devices given: exchanging them would need a quorum first
     kw = {"t0": link.t0, "beacon": beacon, "hosts": [socket.gethostname()] * world}

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torch.distributed import ReduceOp
 
 from ._comm import Comm
-from ._elastic_transport import StateTransport
+from ._elastic_transport import StateTransport, size_bound
 from ._errors import DdpError
 from ._modes import Backend
 from ._reduce import InPlace, Segment
@@ -128,7 +128,8 @@ def connect(
 
     tm.ManagerServer = bound_server
     store = listen_store(host, 0, timeout_s=timeout_s)
-    transport = StateTransport(host, el.token, timeout)
+    # a received state may not be much larger than this rank's own: a peer cannot fill the disk
+    transport = StateTransport(host, el.token, timeout, max_bytes=lambda: size_bound(state[0]()))
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))  # a free port, passed through torchft's own variable
         ports = {"manager": int(s.getsockname()[1]), "heal": transport.port, "store": store.port}

@@ -34,7 +34,7 @@ from ._modes import Backend, Mode, Policy
 from ._options import check_config, check_world, normalise_devices
 from ._reduce import LocalReducer
 from ._store import listen_store
-from ._supervisor import Supervisor
+from ._supervisor import Supervisor, refuse_unguarded_rerun
 from ._torchrun import group_comm, join_group, local_world, torchrun_env
 from ._worker import (
     RankPayload,
@@ -150,6 +150,7 @@ def summary_line(
 def start(cfg: TrainerConfig, factories: tuple[Callable[..., Any], ...]) -> DdpHandle:
     """Check everything, print the start-up line, launch as the environment says (``factories``:
     the model factory, the optimizer factory, the train step)."""
+    refuse_unguarded_rerun()
     spec = check_config(cfg)
     devices = normalise_devices(cfg.devices) if cfg.devices is not None else default_devices()
     env = torchrun_env()

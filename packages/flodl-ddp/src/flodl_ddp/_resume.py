@@ -96,7 +96,8 @@ def save_checkpoint_from(engine: EngineState, epoch: int, folder: str | os.PathL
 
 
 def read_latest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
-    """The checkpoint folder and its ``latest.json``; clear errors for anything else."""
+    """The checkpoint folder and its ``latest.json``, its trainer state checked against the
+    recorded SHA-256 (the launcher calls this before any rank starts); clear errors otherwise."""
     p = Path(path)
     folder = p.parent if p.name == LATEST else p
     index = folder / LATEST
@@ -113,6 +114,12 @@ def read_latest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
         raise CheckpointError(f"{index}: unreadable ({e})") from None
     if latest.get("format") != FORMAT or latest.get("version") != VERSION:
         raise CheckpointError(f"{index} is not a {FORMAT} version {VERSION} index")
+    state_file = folder / str(latest.get("state"))
+    if not state_file.is_file() or _sha256(state_file) != latest.get("state_sha256"):
+        raise CheckpointError(
+            f"{state_file} is missing or changed since it was written (its SHA-256 does not "
+            f"match {index}); resume from an intact checkpoint"
+        )
     return folder, latest
 
 
@@ -121,11 +128,6 @@ def load_checkpoint_into(engine: EngineState, path: str | os.PathLike[str]) -> N
     that changed since it was written fails before anything is loaded."""
     folder, latest = read_latest(path)
     state_file = folder / latest["state"]
-    if not state_file.is_file() or _sha256(state_file) != latest.get("state_sha256"):
-        raise CheckpointError(
-            f"{state_file} is missing or changed since it was written (its SHA-256 does not "
-            f"match {folder / LATEST}); resume from an intact checkpoint"
-        )
     kind, shared = read_state_file(state_file)
     if kind != DdpTrainerState.__qualname__ or shared.get("format") != FORMAT:
         raise CheckpointError(f"{state_file} is not a distributed trainer state")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import os
 import queue
 import signal
@@ -43,6 +44,15 @@ MAIN_GUARD = (
     "that guard"
 )
 _EVENTS = {Healed: "healed", Counts: "counts", RolledBack: "rollback"}  # handle.events kinds
+
+
+def refuse_unguarded_rerun() -> None:
+    """Leave at once (exit code ``MAIN_GUARD_EXIT``, one line on stderr) when this process is a
+    spawned rank re-running the launching script from the top: it must not build a launch (a
+    start-up line, a store, a temp folder) that ``os._exit`` would then leave behind."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        print(f"flodl-ddp: {MAIN_GUARD}", file=sys.stderr, flush=True)
+        os._exit(MAIN_GUARD_EXIT)
 
 
 def stop_processes(procs: list[Any]) -> None:
@@ -157,13 +167,7 @@ class Supervisor:
         p = self.ctx.Process(
             target=self.entry, args=args, name=f"flodl-ddp-rank{rank}", daemon=True
         )
-        try:
-            p.start()
-        except RuntimeError as e:
-            if "bootstrapping phase" in str(e):  # this is a rank re-running the user's script
-                print(f"flodl-ddp: {MAIN_GUARD}", file=sys.stderr, flush=True)
-                os._exit(MAIN_GUARD_EXIT)
-            raise
+        p.start()
         self.all_procs.append(p)
         return p
 
