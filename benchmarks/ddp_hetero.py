@@ -441,17 +441,19 @@ class Sweep:
     """Per (factor, mode), each round's run over the better solo around it."""
     notes: dict[tuple[float, str], str] = field(default_factory=dict)
     probes: list[dict[str, Any]] = field(default_factory=list)
+    losses: dict[tuple[float, str], list[float]] = field(default_factory=dict)
+    """Per (factor, mode) the held-out loss of each round's run; ``"solo"`` for the solo runs."""
 
 
 def run_solo_bound(x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int,
-                   cores: list[int] | None) -> float:  # fmt: skip
+                   cores: list[int] | None) -> tuple[float, float]:  # fmt: skip
     """The fast rank alone on ``cores`` (the core rank 0 gets in the pair runs), then the
-    process's cores as they were."""
+    process's cores as they were: its samples per second and held-out loss."""
     before = os.sched_getaffinity(0) if cores is not None else None
     if cores is not None:
         os.sched_setaffinity(0, cores)
     try:
-        return run_solo(x, y, epochs, batch)[0]
+        return run_solo(x, y, epochs, batch)
     finally:
         if before is not None:
             os.sched_setaffinity(0, before)
@@ -466,13 +468,16 @@ def measure_sweep(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor,
             contention_probe(args.width, args.batch, sweep.factors, args.probe_seconds, cores)
         )
         for f in sweep.factors:
-            sweep.solo.append(run_solo_bound(x, y, args.epochs, args.batch, cores and cores[0]))
+            sps, loss = run_solo_bound(x, y, args.epochs, args.batch, cores and cores[0])
+            sweep.solo.append(sps)
+            sweep.losses.setdefault((0.0, "solo"), []).append(loss)
             sweep.groups.append(f)
             for mode in sweep.modes:
-                v, _, note = run_flodl(mode, x, y, args.epochs, args.batch, f, cores is not None)
+                v, lo, note = run_flodl(mode, x, y, args.epochs, args.batch, f, cores is not None)
                 sweep.sps.setdefault((f, mode), []).append(v)
+                sweep.losses.setdefault((f, mode), []).append(lo)
                 sweep.notes.setdefault((f, mode), note)
-    sweep.solo.append(run_solo_bound(x, y, args.epochs, args.batch, cores and cores[0]))
+    sweep.solo.append(run_solo_bound(x, y, args.epochs, args.batch, cores and cores[0])[0])
     for f in sweep.factors:
         at = [i for i, g in enumerate(sweep.groups) if g == f]
         before, after = [sweep.solo[i] for i in at], [sweep.solo[i + 1] for i in at]
@@ -495,7 +500,7 @@ def factor_table(sweep: Sweep, f: float) -> list[str]:
     lines = [
         f"slow factor {f:g} ({who}): ideal 1 + 1/{f:g} = {ideal(f):.2f}x the fast rank alone",
         f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'(low-high)':>12}{'ideal':>8}"
-        f"{'of ideal':>10}  notes",
+        f"{'of ideal':>10}{'loss/solo':>11}  notes",
         f"{'fast rank alone':<24}{_median(solos):>12.0f}{1.0:>9.2f}x{'':>12}{'':>8}{'':>10}  "
         f"{len(solos)} runs ({min(solos):.0f}-{max(solos):.0f} samples/s)",
     ]
@@ -503,8 +508,8 @@ def factor_table(sweep: Sweep, f: float) -> list[str]:
         r = sweep.ratios[(f, mode)]
         lines.append(
             f"{'flodl ' + mode:<24}{_median(sweep.sps[(f, mode)]):>12.0f}{_median(r):>9.2f}x"
-            f"{_spread(r):>12}{ideal(f):>7.2f}x{_median(r) / ideal(f):>10.0%}  "
-            f"{sweep.notes[(f, mode)]}"
+            f"{_spread(r):>12}{ideal(f):>7.2f}x{_median(r) / ideal(f):>10.0%}"
+            f"{loss_ratio(sweep, f, mode):>11.3f}  {sweep.notes[(f, mode)]}"
         )
     fast, slow = together_ratios(sweep.probes, f)
     if fast:
@@ -519,18 +524,24 @@ def factor_table(sweep: Sweep, f: float) -> list[str]:
     return lines
 
 
+def loss_ratio(sweep: Sweep, f: float, mode: str) -> float:
+    """The median held-out loss of a mode's runs at factor ``f`` over the solo runs' median
+    (below 1: the pair ended better than the fast rank alone)."""
+    return _median(sweep.losses[(f, mode)]) / _median(sweep.losses[(0.0, "solo")])
+
+
 def summary_table(sweep: Sweep) -> list[str]:
     """One row per factor: the ideal, each mode's median ratio and share of the ideal, and the
     fast rank's speed beside the slowed one over alone."""
     head = f"{'factor':>7}{'ideal':>8}"
     for mode in sweep.modes:
-        head += f"{mode:>14}{'of ideal':>10}"
+        head += f"{mode:>14}{'of ideal':>10}{'loss':>10}"
     lines = [head + f"{'together':>10}"]
     for f in sweep.factors:
         row = f"{f:>7g}{ideal(f):>7.2f}x"
         for mode in sweep.modes:
             m = _median(sweep.ratios[(f, mode)])
-            row += f"{m:>13.2f}x{m / ideal(f):>10.0%}"
+            row += f"{m:>13.2f}x{m / ideal(f):>10.0%}{loss_ratio(sweep, f, mode):>10.3f}"
         fast, _ = together_ratios(sweep.probes, f)
         lines.append(row + (f"{_median(fast):>10.2f}" if fast else f"{'—':>10}"))
     return lines
@@ -556,8 +567,8 @@ def run_sweep(args: argparse.Namespace, factors: list[float], modes: list[str]) 
         print()
         print("\n".join(factor_table(sweep, f)))
     print()
-    print("summary (median ratio to the fast rank alone; together: the fast rank's working")
-    print("speed beside the slowed one over alone)")
+    print("summary (median ratio to the fast rank alone; loss: held-out loss over the solo")
+    print("runs'; together: the fast rank's working speed beside the slowed one over alone)")
     print("\n".join(summary_table(sweep)))
 
 

@@ -98,6 +98,10 @@ def _sweep(hetero: ModuleType) -> object:
                 s.sps[(f, m)], [s.solo[i] for i in at], [s.solo[i + 1] for i in at]
             )
             s.notes[(f, m)] = f"note {m}"
+    s.losses = {(0.0, "solo"): [0.50, 0.40, 0.45, 0.60]}  # median 0.475
+    for m, lo in (("cpu-cadence", [0.38, 0.40]), ("cpu-async", [0.50, 0.55])):
+        for f in s.factors:
+            s.losses[(f, m)] = lo
     s.probes = [
         {"alone": [100.0, 100.0], "together": {1.0: [90.0, 92.0], 4.0: [98.0, 99.0]}},
         {"alone": [100.0, 100.0], "together": {1.0: [94.0, 96.0], 4.0: [96.0, 97.0]}},
@@ -115,7 +119,8 @@ def test_factor_table(hetero: ModuleType) -> None:
     # cadence: 1800 / 1000 = 1.80 and 1900 / 1100 = 1.727: median 1.764, 88 % of 2.0
     cadence = one[3].split()
     assert cadence[:4] == ["flodl", "cpu-cadence", "1850", "1.76x"]
-    assert cadence[4:7] == ["1.73-1.80", "2.00x", "88%"] and one[3].endswith("note cpu-cadence")
+    assert cadence[4:8] == ["1.73-1.80", "2.00x", "88%", "0.821"]  # loss 0.39 / 0.475
+    assert one[3].endswith("note cpu-cadence") and "loss/solo" in one[1]
     assert one[5].startswith("ranks together vs each alone: fast rank 0.92 (0.90-0.94), slow "
                              "rank 0.94 (0.92-0.96)")  # fmt: skip
     four = hetero.factor_table(s, 4.0)
@@ -126,10 +131,13 @@ def test_factor_table(hetero: ModuleType) -> None:
 
 def test_summary_table(hetero: ModuleType) -> None:
     lines = hetero.summary_table(_sweep(hetero))
-    assert lines[0].split() == ["factor", "ideal", "cpu-cadence", "of", "ideal", "cpu-async",
-                                "of", "ideal", "together"]  # fmt: skip
-    assert lines[1].split() == ["1", "2.00x", "1.76x", "88%", "1.68x", "84%", "0.92"]
-    assert lines[2].split() == ["4", "1.25x", "1.17x", "94%", "1.00x", "80%", "0.97"]
+    assert lines[0].split() == ["factor", "ideal", "cpu-cadence", "of", "ideal", "loss",
+                                "cpu-async", "of", "ideal", "loss", "together"]  # fmt: skip
+    # losses: cadence 0.39 / 0.475 = 0.821, async 0.525 / 0.475 = 1.105
+    assert lines[1].split() == ["1", "2.00x", "1.76x", "88%", "0.821", "1.68x", "84%", "1.105",
+                                "0.92"]  # fmt: skip
+    assert lines[2].split() == ["4", "1.25x", "1.17x", "94%", "0.821", "1.00x", "80%", "1.105",
+                                "0.97"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
