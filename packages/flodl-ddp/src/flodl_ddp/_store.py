@@ -1,8 +1,6 @@
-"""A ``TCPStore`` server that listens on one address only.
-
-``torch.distributed.TCPStore(host, port, is_master=True)`` listens on every interface whatever
-``host`` says; handing it an already bound socket (``master_listen_fd``) is the way to keep it on
-loopback, or on the one interface a cluster file names.
+"""A ``TCPStore`` server that listens on one address only: ``TCPStore(host, port,
+is_master=True)`` listens on every interface, so it is handed an already bound socket
+(``master_listen_fd``) to stay on loopback, or on the one interface a cluster file names.
 """
 
 from __future__ import annotations
