@@ -2,7 +2,7 @@
 
 Every message names its rank and the rank process's generation (0 for a process started with
 the run; a restarted elastic rank counts up), so a message from a process that has since been
-replaced is never taken for its successor's.
+replaced is never taken for its successor's. Those marked *elastic* come from elastic runs only.
 """
 
 from __future__ import annotations
@@ -19,16 +19,12 @@ class RankMessage:
 
 @dataclass(frozen=True)
 class Epoch(RankMessage):
-    """An epoch's metrics (from the rank that leads it)."""
-
-    metrics: Any = None
+    metrics: Any = None  # an epoch's metrics (from the rank that leads it)
 
 
 @dataclass(frozen=True)
 class Report(RankMessage):
-    """A progress report within an epoch."""
-
-    progress: Any = None
+    progress: Any = None  # a progress report within an epoch
 
 
 @dataclass(frozen=True)
@@ -59,9 +55,7 @@ class Failed(RankMessage):
 
 @dataclass(frozen=True)
 class Listening(RankMessage):
-    """Elastic: the ports this rank bound (logged by the supervisor)."""
-
-    ports: dict[str, int] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)  # elastic: the ports the rank bound
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,10 @@ for a plain PyTorch rank in a benchmark), :func:`cores_for`, :func:`check_bindab
 a run makes of its CUDA devices before any rank starts).
 """
 
-from ._affinity import check_bindable as check_bindable
-from ._affinity import cores_for as cores_for
+from ._affinity import check_bindable, cores_for
 from ._affinity import supported as binding_supported
-from ._launch import check_cuda_devices as check_cuda_devices
-from ._slowdown import PAY_EVERY_S as PAY_EVERY_S
-from ._slowdown import Slowdown as Slowdown
+from ._launch import check_cuda_devices
+from ._slowdown import PAY_EVERY_S, Slowdown
 
 __all__ = [
     "PAY_EVERY_S",
