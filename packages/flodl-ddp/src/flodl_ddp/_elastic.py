@@ -16,6 +16,7 @@ import socket
 import struct
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from flodl_core import ConfigError, check_finite, check_int
@@ -83,8 +84,6 @@ def require_torchft() -> Any:
             f"elastic training needs torchft=={TORCHFT_VERSION}, which is not installed ({e}); "
             f"install the extra: {EXTRA_HINT}"
         ) from None
-    from importlib import metadata
-
     try:
         version = getattr(torchft, "__version__", None) or metadata.version("torchft")
     except metadata.PackageNotFoundError:
@@ -99,10 +98,8 @@ def require_torchft() -> Any:
 
 def is_loopback(host: str) -> bool:
     """``127.0.0.0/8``, ``::1`` and ``localhost`` are loopback; anything else is not."""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 

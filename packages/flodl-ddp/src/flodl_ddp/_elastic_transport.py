@@ -199,19 +199,15 @@ def _save_bounded(resp: Any, path: Path, limit: int, url: str) -> None:
     """Stream the body of ``resp`` into ``path``; ``CheckpointError`` for a body longer than
     ``limit`` bytes (refused unread when its declared length says so) or shorter than declared."""
     declared = resp.headers.get("Content-Length")
-    size: int | None = None
-    if declared is not None:
-        try:
-            size = int(declared)
-        except ValueError:
-            raise CheckpointError(
-                f"heal state from {url}: bad Content-Length {declared!r}"
-            ) from None
-        if size > limit:
-            raise CheckpointError(
-                f"heal state from {url} is {size} bytes, more than the receiver's limit of "
-                f"{limit} bytes (StateTransport max_bytes); refused before reading it"
-            )
+    try:
+        size = None if declared is None else int(declared)
+    except ValueError:
+        raise CheckpointError(f"heal state from {url}: bad Content-Length {declared!r}") from None
+    if size is not None and size > limit:
+        raise CheckpointError(
+            f"heal state from {url} is {size} bytes, more than the receiver's limit of "
+            f"{limit} bytes (StateTransport max_bytes); refused before reading it"
+        )
     got = 0
     with open(path, "wb") as f:
         while chunk := resp.read(min(_CHUNK, limit + 1 - got)):
