@@ -1,11 +1,7 @@
-"""Binding each rank of a host to its own CPU cores (``TrainerBuilder.bind_cores()``).
-
-Local rank ``r`` of ``n`` gets the ``r``-th of ``n`` equal consecutive slices of the cores this
-process may use (``os.sched_getaffinity``: a container's or ``taskset``'s set is respected; the
-remainder stays unused). A rank binds its main thread before torch starts its thread pools, so
-the threads it starts inherit the binding (under torchrun: the training thread and what it
-starts). Off by default; Linux only (elsewhere a :class:`ConfigError`). Measured and explained:
-ARCHITECTURE-NOTES.md, ``_affinity``.
+"""Binding each rank of a host to its own CPU cores (``TrainerBuilder.bind_cores()``): local rank
+``r`` of ``n`` gets the ``r``-th of ``n`` equal slices of the cores this process may use
+(``os.sched_getaffinity``), bound before torch starts its thread pools so that they inherit it.
+Off by default; Linux only, elsewhere a :class:`ConfigError` (ARCHITECTURE-NOTES.md, ``_affinity``).
 """
 
 from __future__ import annotations

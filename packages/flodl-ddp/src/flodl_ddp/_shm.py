@@ -89,9 +89,8 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mm
     (:func:`host_label`) never share one, even when they could (containers sharing ``/dev/shm``).
     A collective over ``comm`` (two exchanges named after ``tag``); the name is unlinked before
     it returns (the mappings keep the memory)."""
-    rank = comm.rank
+    rank, offer = comm.rank, b""
     got: mmap.mmap | None = None
-    offer = b""
     if rank == 0 and eligible:
         with contextlib.suppress(OSError):
             got, offer = _create(size)
@@ -127,8 +126,7 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
         raise
     finally:
         os.close(fd)  # the mapping keeps the memory
-    nonce = os.urandom(16)
-    mm[:16] = nonce
+    mm[:16] = nonce = os.urandom(16)
     return mm, json.dumps({"path": path, "nonce": nonce.hex(), "host": host_label()}).encode()
 
 

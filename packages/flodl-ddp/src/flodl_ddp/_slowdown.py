@@ -1,10 +1,9 @@
 """A testing aid: make one rank slower, to study heterogeneity on a uniform machine.
 
-``slowdown={1: 2.0}`` makes rank 1 take twice as long per batch, a stand-in for an older device.
-A batch *owes* ``factor x min(took, reference) - took`` (reference: the lower quartile of recent
-batch times, so a rank woken from a pause is not slowed twice), paid asleep, never busy-waiting,
-once it reaches :data:`PAY_EVERY_S` and before anything another rank can observe
-(:meth:`Slowdown.settle`). Measured: ARCHITECTURE-NOTES.md, ``_slowdown``.
+``slowdown={1: 2.0}`` makes rank 1 take twice as long per batch (an older device's stand-in). A
+batch owes ``factor x min(took, reference) - took`` (reference: the lower quartile of recent batch
+times), paid asleep once it reaches :data:`PAY_EVERY_S` and before anything another rank can
+observe (:meth:`Slowdown.settle`). Measured: ARCHITECTURE-NOTES.md, ``_slowdown``.
 """
 
 from __future__ import annotations

@@ -77,24 +77,19 @@ class Watchdog:
 
     def reset(self, rank: int) -> None:
         """Forget rank ``rank``'s history (it was restarted)."""
-        self._seen[rank] = (-1, -1)
-        self._since[rank] = self.clock()
+        self._seen[rank], self._since[rank] = (-1, -1), self.clock()
         self._stopped_since[rank] = None
 
     def check(self, alive: Callable[[int], bool], stopped: Callable[[int], bool]) -> list[int]:
         """Look at every living rank once (``stopped(r)``: whether the kernel has rank ``r``'s
         process stopped, see :func:`process_stopped`); returns the ranks judged dead."""
-        now = self.clock()
-        dead = []
-        for r in range(len(self._seen)):
-            if not alive(r):
-                continue
+        now, dead = self.clock(), []
+        for r in filter(alive, range(len(self._seen))):
             verdict = self._judge(r, now, stopped(r))
             if verdict is not None:
                 self.kill(r, *verdict)
                 self.verdicts.append((r, *verdict))
-                self._since[r] = now  # one verdict per stall
-                self._stopped_since[r] = None
+                self._since[r], self._stopped_since[r] = now, None  # one verdict per stall
                 dead.append(r)
         return dead
 
