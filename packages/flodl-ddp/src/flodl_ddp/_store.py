@@ -16,8 +16,7 @@ def listen_store(
 ) -> dist.TCPStore:
     """A store server bound to ``addr:port`` (port 0: a free one; read it from ``.port``);
     ``OSError`` when the address cannot be bound (not this host's, or the port in use)."""
-    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((addr, port))
@@ -26,13 +25,6 @@ def listen_store(
     except OSError:
         sock.close()
         raise
-    return dist.TCPStore(
-        addr,
-        port,
-        None,
-        True,
-        timeout=timedelta(seconds=timeout_s),
-        wait_for_workers=False,
-        multi_tenant=multi_tenant,
-        master_listen_fd=sock.detach(),  # the store owns the listening socket from here
-    )
+    # the store owns the listening socket from here (master_listen_fd)
+    kw = dict(wait_for_workers=False, multi_tenant=multi_tenant, master_listen_fd=sock.detach())
+    return dist.TCPStore(addr, port, None, True, timeout=timedelta(seconds=timeout_s), **kw)
