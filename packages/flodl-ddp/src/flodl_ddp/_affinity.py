@@ -51,7 +51,6 @@ def cores_for(local_rank: int, local_world: int, threads_per_rank: int | None) -
 
 
 def bind(local_rank: int, local_world: int, threads_per_rank: int | None) -> list[int]:
-    """Bind the calling thread (and the threads it starts from now on) to its slice; returns
-    the cores."""
+    """Bind the calling thread (and threads it starts from now on) to its cores; returns those."""
     os.sched_setaffinity(0, cores := cores_for(local_rank, local_world, threads_per_rank))
     return cores

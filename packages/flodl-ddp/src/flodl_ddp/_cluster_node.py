@@ -111,9 +111,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], list[str]]:
 
 
 def torchrun_extra(join_timeout: float, local_addr: str | None) -> list[str]:
-    """The options the agent adds to the launcher's: the join window (static rendezvous:
-    ``timeout``, whole seconds), ``--no-python`` (the command is a full argv) and
-    ``--local-addr``."""
+    """The options the agent adds to the launcher's: the join window (whole seconds),
+    ``--no-python`` (the command is a full argv) and ``--local-addr``."""
     extra = [f"--rdzv-conf=timeout={max(1, math.ceil(join_timeout))}", "--no-python"]
     return [*extra, f"--local-addr={local_addr}"] if local_addr else extra
 

@@ -75,20 +75,17 @@ class SharedSlots:
 
     @classmethod
     def open(cls, comm: Comm, specs: Specs, eligible: bool) -> SharedSlots | None:
-        """Map one shared file on every rank, or ``None`` on every rank when any rank cannot
-        (another host, no writable folder, or ``eligible`` false on some rank). A collective
-        over ``comm``: every rank calls it at the same point."""
+        """Map one shared file on every rank (a collective over ``comm``), or ``None`` on every
+        rank when any cannot (:func:`map_shared`)."""
         shared = map_shared(comm, "shm", cls.nbytes(specs, comm.world_size), eligible)
         return None if shared is None else cls(shared[0], specs, comm.world_size, shared[1])
 
 
 def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mmap, str] | None:
-    """A file of ``size`` bytes that rank 0 creates and every rank maps (the mapping and the
-    path it had), or ``None`` on every rank when any rank cannot (another host, no writable
-    folder, ``eligible`` false somewhere). Ranks a cluster file puts on different hosts
-    (:func:`host_label`) never share one, even when they could (containers sharing ``/dev/shm``).
-    A collective over ``comm`` (two exchanges named after ``tag``); the name is unlinked before
-    it returns (the mappings keep the memory)."""
+    """A file of ``size`` bytes rank 0 creates and every rank maps (the mapping, its path), or
+    ``None`` on every rank when any cannot (another host per :func:`host_label`, no writable
+    folder, ``eligible`` false). A collective over ``comm`` (two exchanges named after ``tag``);
+    the name is unlinked before it returns (the mappings keep the memory)."""
     rank, offer = comm.rank, b""
     got: mmap.mmap | None = None
     if rank == 0 and eligible:
