@@ -28,17 +28,13 @@ class Report(RankMessage):
 
 
 @dataclass(frozen=True)
-class Final(RankMessage):
-    """The trained state is written: ``path`` (safetensors) and the merged timeline."""
-
+class Final(RankMessage):  # the trained state is written: ``path`` (safetensors), merged timeline
     path: str = ""
     timeline: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
-class Done(RankMessage):
-    """The rank delivered everything it owed; its exit from here on is only teardown."""
-
+class Done(RankMessage):  # the rank delivered all it owed; its exit is only teardown from here
     fingerprint: list[float] = field(default_factory=list)
 
 
@@ -59,24 +55,18 @@ class Listening(RankMessage):
 
 
 @dataclass(frozen=True)
-class Healed(RankMessage):
-    """Elastic: the rank received a living peer's committed state."""
-
+class Healed(RankMessage):  # elastic: the rank received a living peer's committed state
     epoch: int = 0
     cursor: int = 0
 
 
 @dataclass(frozen=True)
-class Counts(RankMessage):
-    """Elastic: a window committed, and ElChe's counts for the next one (from its leader)."""
-
+class Counts(RankMessage):  # elastic: a window committed; the leader's ElChe counts for the next
     window: int = 0
     counts: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
-class RolledBack(RankMessage):
-    """Elastic: a window did not commit (a peer died during it) and was rolled back."""
-
+class RolledBack(RankMessage):  # elastic: a window did not commit (a peer died) and was rolled back
     epoch: int = 0
     participants: int = 0
