@@ -1,18 +1,11 @@
 """Admission: every rank proves it holds the run's token before any weight or gradient moves.
 
-``fdl @cluster`` hands a fresh token for each run to every worker on its standard input (never
-on a command line); the ranks find it in ``FLODL_CLUSTER_TOKEN``. Before training, through the
-rendezvous store:
-
-1. rank 0 puts a random ``nonce``;
-2. every other rank ``r`` puts its own random ``salt_r`` and
-   ``proof_r = HMAC-SHA256(token, "worker|nonce|r|world|salt_r")``;
-3. rank 0 checks each proof (constant-time) and answers ``ok`` plus its own proof
-   ``HMAC-SHA256(token, "controller|nonce|r|world|salt_r")`` (so a worker also knows it joined
-   the right run), or ``refused``;
-4. a refused rank raises; rank 0 raises when it refused anyone, so no training starts.
-
-The token never appears in a message, a log line or the store: only nonces and HMACs do.
+``fdl @cluster`` hands each run's fresh token to the workers on stdin; ranks read it from
+``FLODL_CLUSTER_TOKEN``. Over the rendezvous store: rank 0 puts a random ``nonce``; each other
+rank ``r`` puts a random ``salt_r`` and ``HMAC-SHA256(token, "worker|nonce|r|world|salt_r")``;
+rank 0 checks each (constant-time) and answers ``ok`` plus its own proof (``"controller|..."``,
+so a worker knows it joined the right run) or ``refused``. A refused rank raises, and so does
+rank 0 when it refused anyone: no training starts. Only nonces and HMACs travel, never the token.
 """
 
 from __future__ import annotations
@@ -54,12 +47,11 @@ def _get(store: Any, key: str, timeout_s: float, rank: int, host: str, waiting_f
     except DdpError:
         raise
     except Exception as e:
-        raise DdpError(
+        why = (
             f"admission: timed out after {timeout_s:g} s waiting for {waiting_for} "
-            f"({type(e).__name__}); is every worker of the cluster started?",
-            rank=rank,
-            host=host,
-        ) from None
+            f"({type(e).__name__}); is every worker of the cluster started?"
+        )
+        raise DdpError(why, rank=rank, host=host) from None
 
 
 def admit(
@@ -79,58 +71,64 @@ def admit(
     """
     if world_size <= 1:
         return
-    rid = next(_RUNS) if round_id is None else round_id
-    base = f"{PREFIX}/{rid}"
+    base = f"{PREFIX}/{next(_RUNS) if round_id is None else round_id}"
     if rank == 0:
-        nonce = secrets.token_hex(16)
-        store.set(f"{base}/nonce", nonce.encode())
-        refused: list[str] = []
-        for r in range(1, world_size):
-            answer = _get(store, f"{base}/proof/{r}", timeout_s, rank, host, f"rank {r}'s proof")
-            salt, _, proof = answer.partition("|")
-            peer_host, _, proof = proof.partition("|")
-            if hmac.compare_digest(_mac(token, "worker", nonce, r, world_size, salt), proof):
-                mine = _mac(token, "controller", nonce, r, world_size, salt)
-                store.set(f"{base}/verdict/{r}", f"ok|{mine}".encode())
-            else:
-                store.set(f"{base}/verdict/{r}", b"refused|")
-                refused.append(f"rank {r} on host {peer_host or '?'}")
-        if refused:
-            raise DdpError(
-                f"admission refused {', '.join(refused)}: the proof does not match this run's "
-                f"token, so no training started. Every worker must get the run's token in "
-                f"{TOKEN_ENV} (fdl @cluster hands it to the workers it starts)",
-                rank=0,
-                host=host,
-            )
-        return
-    nonce = _get(store, f"{base}/nonce", timeout_s, rank, host, "rank 0's nonce")
+        _verify(store, base, world_size, token, host, timeout_s)
+    else:
+        _prove(store, base, rank, world_size, token, host, timeout_s)
+
+
+def _verify(store: Any, base: str, world: int, token: str, host: str, timeout_s: float) -> None:
+    """Rank 0's side: check every worker's proof, answer each, raise when any was refused."""
+    nonce = secrets.token_hex(16)
+    store.set(f"{base}/nonce", nonce.encode())
+    refused: list[str] = []
+    for r in range(1, world):
+        answer = _get(store, f"{base}/proof/{r}", timeout_s, 0, host, f"rank {r}'s proof")
+        salt, _, proof = answer.partition("|")
+        peer_host, _, proof = proof.partition("|")
+        if hmac.compare_digest(_mac(token, "worker", nonce, r, world, salt), proof):
+            mine = _mac(token, "controller", nonce, r, world, salt)
+            store.set(f"{base}/verdict/{r}", f"ok|{mine}".encode())
+        else:
+            store.set(f"{base}/verdict/{r}", b"refused|")
+            refused.append(f"rank {r} on host {peer_host or '?'}")
+    if refused:
+        why = (
+            f"admission refused {', '.join(refused)}: the proof does not match this run's "
+            f"token, so no training started. Every worker must get the run's token in "
+            f"{TOKEN_ENV} (fdl @cluster hands it to the workers it starts)"
+        )
+        raise DdpError(why, rank=0, host=host)
+
+
+def _prove(store: Any, base: str, rank: int, world: int, token: str, host: str, t: float) -> None:
+    """A worker's side: prove the token, then check rank 0's proof in its verdict (``t``: the
+    timeout in seconds)."""
+    nonce = _get(store, f"{base}/nonce", t, rank, host, "rank 0's nonce")
     salt = secrets.token_hex(16)
-    proof = _mac(token, "worker", nonce, rank, world_size, salt)
+    proof = _mac(token, "worker", nonce, rank, world, salt)
     store.set(f"{base}/proof/{rank}", f"{salt}|{host}|{proof}".encode())
-    verdict = _get(store, f"{base}/verdict/{rank}", timeout_s, rank, host, "rank 0's verdict")
+    verdict = _get(store, f"{base}/verdict/{rank}", t, rank, host, "rank 0's verdict")
     status, _, theirs = verdict.partition("|")
     if status != "ok":
-        raise DdpError(
+        why = (
             f"admission refused by rank 0: this worker's {TOKEN_ENV} does not match the run's "
-            "token. Start the workers through fdl @cluster, which hands each one the run's token",
-            rank=rank,
-            host=host,
+            "token. Start the workers through fdl @cluster, which hands each one the run's token"
         )
-    if not hmac.compare_digest(theirs, _mac(token, "controller", nonce, rank, world_size, salt)):
-        raise DdpError(
+    elif not hmac.compare_digest(theirs, _mac(token, "controller", nonce, rank, world, salt)):
+        why = (
             "admission: rank 0 could not prove it holds this run's token; refusing to train "
-            "with it (is another run using the same rendezvous port?)",
-            rank=rank,
-            host=host,
+            "with it (is another run using the same rendezvous port?)"
         )
+    else:
+        return
+    raise DdpError(why, rank=rank, host=host)
 
 
 def admit_rank(ctx: Any, timeout_s: float) -> None:
-    """The hook of a managed rank: run :func:`admit` over the rank's store when a token is set.
-
-    ``ctx`` is the rank's ``RankContext``; its exchange store is shared by all ranks of the run.
-    """
+    """The hook of a managed rank: run :func:`admit` over the store of ``ctx`` (the rank's
+    ``RankContext``, whose exchange store all ranks share) when a token is set."""
     token = token_from_env()
     if token is None or ctx.world_size <= 1:
         return

@@ -1,16 +1,7 @@
-"""Binding each rank of a host to its own CPU cores (``TrainerBuilder.bind_cores()``), so ranks
-stop resuming on cores another rank just warmed (measured: ARCHITECTURE-NOTES.md, ``_affinity``).
-
-Local rank ``r`` of ``n`` gets the ``r``-th of ``n`` equal consecutive slices of the cores this
-process may use (``os.sched_getaffinity``, so a container's or ``taskset``'s narrower set is
-respected); the cores left over by the division stay unused. A spawned (or elastic) rank binds
-its main thread as it starts, before torch starts its thread pools, so every thread started
-afterwards (intra-op threads, gloo's) inherits it. Under torchrun the rank is the caller's own
-process, whose other threads are left alone: the training thread is bound, with what it starts
-(gloo's threads too when the run creates the process group). The rank's torch thread count is
-unchanged (``threads_per_rank``, or one on a CPU rank). Off by default: a bound rank cannot move
-away from a core something else is using. Linux only (``os.sched_setaffinity``); elsewhere asking
-for it is a :class:`ConfigError`.
+"""Binding each rank of a host to its own CPU cores (``TrainerBuilder.bind_cores()``): local rank
+``r`` of ``n`` gets the ``r``-th of ``n`` equal slices of the cores this process may use
+(``os.sched_getaffinity``), bound before torch starts its thread pools so that they inherit it.
+Off by default; Linux only, elsewhere a :class:`ConfigError` (ARCHITECTURE-NOTES.md, ``_affinity``).
 """
 
 from __future__ import annotations
@@ -60,8 +51,6 @@ def cores_for(local_rank: int, local_world: int, threads_per_rank: int | None) -
 
 
 def bind(local_rank: int, local_world: int, threads_per_rank: int | None) -> list[int]:
-    """Bind the calling thread (and the threads it starts from now on) to its slice; returns
-    the cores."""
-    cores = cores_for(local_rank, local_world, threads_per_rank)
-    os.sched_setaffinity(0, cores)
+    """Bind the calling thread (and threads it starts from now on) to its cores; returns those."""
+    os.sched_setaffinity(0, cores := cores_for(local_rank, local_world, threads_per_rank))
     return cores

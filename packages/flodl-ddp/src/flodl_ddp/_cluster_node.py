@@ -1,24 +1,14 @@
 """The node agent ``fdl @cluster`` starts on each worker: torchrun, bound to one interface.
 
 ``python -m flodl_ddp._cluster_node --name=NAME [--ifname=IF] [--host-rendezvous]
-[--join-timeout=S] TORCHRUN_OPTIONS -- COMMAND...`` (built by the controller,
-``flodl_cli.cluster``; TORCHRUN_OPTIONS use torchrun's static rendezvous: ``--nnodes``,
-``--node-rank``, ``--rdzv-backend=static``, ``--rdzv-endpoint=HOST:PORT``). The agent:
-
-1. reads the run token from the first line of standard input and exports it to the ranks as
-   ``FLODL_CLUSTER_TOKEN`` (an empty line: no admission);
-2. hands the IPv4 address of ``--ifname`` to torchrun as ``--local-addr`` (a clear error when
-   the interface is missing); ``GLOO_SOCKET_IFNAME`` is set by the launcher;
-3. with ``--host-rendezvous`` (node rank 0), opens the rendezvous store on ``HOST:PORT`` alone
-   before torchrun starts (a ``TCPStore`` on a socket bound to that address, ``multi_tenant``):
-   torchrun's static rendezvous and every rank share that one server, so nothing listens on
-   another interface (ARCHITECTURE-NOTES.md, ``_cluster_node``); nothing of torch is patched;
-4. puts this interpreter's ``bin`` folder first on ``PATH`` (a command line's ``python`` and
-   ``torchrun`` are the worker's configured ones), runs torchrun in this process and exits with
-   the failing rank's exit code;
-5. when standard input closes (how the launcher stops a worker; also a dropped ssh connection)
-   SIGTERMs torchrun, which terminates its ranks, and SIGKILLs whatever is left 3 s later (a rank
-   blocked in a collective over a dead link), so nothing is left behind.
+[--join-timeout=S] TORCHRUN_OPTIONS -- COMMAND...`` (built by ``flodl_cli.cluster``; torchrun's
+static rendezvous options). It exports the run token read from stdin's first line as
+``FLODL_CLUSTER_TOKEN`` (empty: no admission), hands ``--ifname``'s IPv4 address to torchrun as
+``--local-addr``, with ``--host-rendezvous`` opens the rendezvous store on ``HOST:PORT`` alone
+(shared by torchrun and every rank: ARCHITECTURE-NOTES.md, ``_cluster_node``), puts this
+interpreter's ``bin`` first on ``PATH`` and exits with the failing rank's code. When stdin closes
+(the launcher stops it, or ssh dropped) it SIGTERMs torchrun and SIGKILLs what is left
+:data:`STOP_GRACE_S` later (a rank blocked on a dead link): nothing is left behind.
 """
 
 from __future__ import annotations
@@ -86,18 +76,16 @@ def _descendants(pid: int) -> list[int]:
         children.setdefault(ppid, []).append(int(entry))
     out, todo = [], [pid]
     while todo:
-        found = children.get(todo.pop(), [])
-        out += found
+        out += (found := children.get(todo.pop(), []))
         todo += found
     return out
 
 
 def _watch_stdin() -> None:
+    """Stop torchrun (and so its ranks) once stdin closes; SIGKILL what is left after a grace."""
     with contextlib.suppress(Exception):
         while sys.stdin.buffer.readline():
             pass
-    # The launcher closed our stdin (or its connection dropped): stop torchrun, which stops its
-    # ranks; a rank stuck in a collective over a dead link gets SIGKILL after a grace period.
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(STOP_GRACE_S)
     for pid in _descendants(os.getpid()):
@@ -107,6 +95,7 @@ def _watch_stdin() -> None:
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], list[str]]:
+    """The agent's options, torchrun's options and the command."""
     if "--" not in argv:
         raise SystemExit("fdl cluster: usage: ... -- COMMAND (the command to run on the worker)")
     i = argv.index("--")
@@ -122,13 +111,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], list[str]]:
 
 
 def torchrun_extra(join_timeout: float, local_addr: str | None) -> list[str]:
-    """The options the agent adds to the launcher's: the join window (static rendezvous:
-    ``timeout``, whole seconds), ``--no-python`` (the command is a full argv) and
-    ``--local-addr``."""
+    """The options the agent adds to the launcher's: the join window (whole seconds),
+    ``--no-python`` (the command is a full argv) and ``--local-addr``."""
     extra = [f"--rdzv-conf=timeout={max(1, math.ceil(join_timeout))}", "--no-python"]
-    if local_addr:
-        extra.append(f"--local-addr={local_addr}")
-    return extra
+    return [*extra, f"--local-addr={local_addr}"] if local_addr else extra
 
 
 def path_with_bin(path: str | None, executable: str = sys.executable) -> str:
@@ -158,16 +144,14 @@ def main(argv: list[str] | None = None) -> int:
 
     host, port = _split_endpoint(opts.rdzv_endpoint)
     local_addr = interface_address(opts.ifname) if opts.ifname else None
-    if opts.host_rendezvous:
-        # torchrun's static rendezvous on this node shares this store's server (multi_tenant).
+    if opts.host_rendezvous:  # torchrun's static rendezvous shares its server (multi_tenant)
         bound_store(host, port, opts.join_timeout)
     os.environ["PATH"] = path_with_bin(os.environ.get("PATH"))
     if command and command[0] in PYTHONS:
         command = [sys.executable, *command[1:]]  # the interpreter that has flodl and torch
     extra = torchrun_extra(opts.join_timeout, local_addr)
-    args = get_args_parser().parse_args([*torchrun, *extra, *command])
     try:
-        run(args)
+        run(get_args_parser().parse_args([*torchrun, *extra, *command]))
     except ChildFailedError as e:
         rank, failure = e.get_first_failure()
         code = failure.exitcode
@@ -185,5 +169,4 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown: the stores' threads need no orderly goodbye.
-    os._exit(code)
+    os._exit(code)  # no interpreter teardown: the stores' threads need no orderly goodbye

@@ -1,23 +1,11 @@
-"""Elastic training's options, its optional dependency and its exposure rules.
+"""Elastic training's options, its optional dependency (torchft, ``pip install flodl-ddp[ft]``,
+Linux x86_64, imported only when asked for) and its exposure rules.
 
-Elastic mode (``Trainer.builder(...).elastic(...)``) runs every rank as a torchft *replica*: a
-lighthouse in the launching process keeps the quorum of living ranks, each averaging round is a
-fault-tolerant all-reduce over a gloo group rebuilt for the quorum, and a rank that (re)joins
-receives the weights and optimizer state from a living peer ("heal"). torchft is an optional
-extra (``pip install flodl-ddp[ft]``, Linux x86_64), imported only when elastic mode is asked for.
-
-torchft's own servers bind every interface and its heal path unpickles what a peer sends. flodl:
-
-- binds the lighthouse, every manager and heal server, the store and gloo sockets to one
-  address: ``127.0.0.1``, or that of an interface named trusted (``trusted_interface="eth1"``);
-- heals through its own transport: a flodl state file (JSON plus raw tensor bytes, no pickle),
-  sent only to requests that carry the run's random token;
-- refuses a non-loopback ``host``, ``GLOO_SOCKET_IFNAME`` or ``MASTER_ADDR`` unless a trusted
-  interface is named, and logs every port and the address it is bound to when the run starts.
-
-The quorum protocol itself (lighthouse and manager RPCs) is not authenticated: a machine that
-can reach those ports can join or disturb the quorum. Name a trusted interface only on a network
-where every machine is yours.
+Every elastic server (lighthouse, managers, heal servers, store, gloo) binds one address:
+``127.0.0.1``, or that of an interface named trusted (``trusted_interface="eth1"``); a
+non-loopback ``host``, ``GLOO_SOCKET_IFNAME`` or ``MASTER_ADDR`` is refused without one. The
+quorum protocol is not authenticated: name a trusted interface only on a network that is all
+yours (ARCHITECTURE-NOTES.md, ``_elastic``).
 """
 
 from __future__ import annotations
@@ -28,6 +16,7 @@ import socket
 import struct
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from flodl_core import ConfigError, check_finite, check_int
@@ -87,8 +76,6 @@ def require_torchft() -> Any:
             f"{sys.platform}); use the portable fallback instead: checkpoint_every(n, path) and "
             "restart with torchrun --max-restarts, resuming with .resume(path)"
         )
-    # torchft's Rust side reads RUST_LOG when it is first imported; without it every quorum
-    # prints six INFO lines
     os.environ.setdefault("RUST_LOG", "error")
     try:
         import torchft
@@ -97,8 +84,6 @@ def require_torchft() -> Any:
             f"elastic training needs torchft=={TORCHFT_VERSION}, which is not installed ({e}); "
             f"install the extra: {EXTRA_HINT}"
         ) from None
-    from importlib import metadata
-
     try:
         version = getattr(torchft, "__version__", None) or metadata.version("torchft")
     except metadata.PackageNotFoundError:
@@ -111,15 +96,10 @@ def require_torchft() -> Any:
     return torchft
 
 
-# ---- where things listen -------------------------------------------------------------------------
-
-
 def is_loopback(host: str) -> bool:
     """``127.0.0.0/8``, ``::1`` and ``localhost`` are loopback; anything else is not."""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
@@ -134,7 +114,7 @@ def interface_names() -> list[str]:
 
 def ipv4_address(name: str) -> str:
     """The IPv4 address of interface ``name`` (Linux ``SIOCGIFADDR``); ``OSError`` without one."""
-    import fcntl
+    import fcntl  # POSIX only
 
     packed = struct.pack("256s", name.encode()[:15])
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -182,15 +162,12 @@ def resolve_exposure(opts: ElasticOptions, env: dict[str, str] | None = None) ->
                 f"({address}); leave host unset or give {address}"
             )
         return Exposure(address, iface, trusted=not is_loopback(address))
-    reasons = []
-    if not is_loopback(opts.host):
-        reasons.append(f"host={opts.host!r}")
-    gloo = env.get("GLOO_SOCKET_IFNAME")
-    if gloo and gloo != "lo":
-        reasons.append(f"GLOO_SOCKET_IFNAME={gloo!r}")
-    master = env.get("MASTER_ADDR")
-    if master and not is_loopback(master):
-        reasons.append(f"MASTER_ADDR={master!r}")
+    gloo, master = env.get("GLOO_SOCKET_IFNAME"), env.get("MASTER_ADDR")
+    reasons = [
+        *([f"host={opts.host!r}"] if not is_loopback(opts.host) else []),
+        *([f"GLOO_SOCKET_IFNAME={gloo!r}"] if gloo and gloo != "lo" else []),
+        *([f"MASTER_ADDR={master!r}"] if master and not is_loopback(master) else []),
+    ]
     if reasons:
         raise ConfigError(
             "elastic training refuses a non-loopback setup (" + ", ".join(reasons) + "): "

@@ -1,22 +1,13 @@
 """How a rejoining rank receives the current state from a living one, without pickle.
 
-torchft's default heal transport serves ``torch.save`` output on every interface and unpickles
-what it fetches, so any machine that can reach the port can read the weights, and a hostile peer
-can run code in the receiver. :class:`StateTransport` is a drop-in ``CheckpointTransport``:
-
-- the sender serialises the state once, when torchft asks it to send (a snapshot: training may
-  go on mutating the live tensors), as a flodl state file (JSON structure plus raw tensor bytes:
-  :func:`flodl_core.checkpoint.save_state_file`);
-- an HTTP server bound to one address (loopback unless a trusted interface was named) serves it
-  at ``/state/<step>``, only to requests signed with the run's random token: an HMAC-SHA256 of
-  the step and a fresh random nonce (:func:`request_signature`), checked with
-  :func:`hmac.compare_digest`. The token itself never travels, a signature is good for its
-  step only, and a nonce the server has seen is refused (a captured request cannot be
-  replayed);
-- the receiver streams the answer to a temporary file, refusing one longer than ``max_bytes``
-  before reading it (a declared ``Content-Length`` past the bound) or as soon as it passes the
-  bound (no length declared), then checks the file (magic, lengths, dtypes) while reading it
-  back; nothing in it can execute code.
+:class:`StateTransport` is a drop-in torchft ``CheckpointTransport`` (torchft's own serves
+``torch.save`` output on every interface and unpickles what it fetches). The sender snapshots the
+state as a flodl state file when torchft asks it to send; an HTTP server bound to one address
+serves it at ``/state/<step>`` only to requests signed with the run's token (HMAC-SHA256 of the
+step and a fresh nonce, :func:`request_signature`, checked with :func:`hmac.compare_digest`; a
+seen nonce is refused). The receiver streams the answer to a temporary file capped at
+``max_bytes`` (before reading, by ``Content-Length``, or as soon as the body passes it), then
+checks it while reading it back; nothing in it can execute code.
 """
 
 from __future__ import annotations
@@ -34,6 +25,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -45,40 +37,24 @@ logger = logging.getLogger("flodl.ddp")
 
 NONCE_HEADER = "X-Flodl-Nonce"
 SIGNATURE_HEADER = "X-Flodl-Signature"
-DEFAULT_MAX_BYTES = 16 << 30
-"""The receiver's bound on a heal state when none is given: generous (a 1.3 B-parameter float32
-model with Adam's two moments), yet a peer cannot stream without end into the receiver's disk."""
-NONCES_KEPT = 4096
-"""How many recent nonces a server remembers to refuse a replayed request."""
+DEFAULT_MAX_BYTES = 16 << 30  # a 1.3 B-parameter float32 model with Adam's moments, bounded
+NONCES_KEPT = 4096  # recent nonces a server remembers, to refuse a replayed request
 _CHUNK = 1 << 20
 _NONCE = re.compile(r"[0-9a-f]{32,128}")
-
-
-class _Holder:
-    """``state_dict()`` for :func:`save_state_file`."""
-
-    def __init__(self, state: Any) -> None:
-        self._state = state
-
-    def state_dict(self) -> Any:
-        return self._state
 
 
 def encode_state(state: Any) -> bytes:
     """``state`` (dicts, lists, tuples, numbers, strings, tensors) as state-file bytes."""
     with tempfile.TemporaryDirectory(prefix="flodl-heal-") as d:
-        path = Path(d) / "state"
-        save_state_file(_Holder(state), path)
+        save_state_file(SimpleNamespace(state_dict=lambda: state), path := Path(d) / "state")
         return path.read_bytes()
 
 
 def decode_state(blob: bytes) -> Any:
     """The inverse of :func:`encode_state`; raises ``CheckpointError`` on a malformed blob."""
     with tempfile.TemporaryDirectory(prefix="flodl-heal-") as d:
-        path = Path(d) / "state"
-        path.write_bytes(blob)
-        _, state = read_state_file(path)
-        return state
+        (path := Path(d) / "state").write_bytes(blob)
+        return read_state_file(path)[1]
 
 
 def request_signature(token: str, step: int, nonce: str) -> str:
@@ -90,11 +66,8 @@ def request_signature(token: str, step: int, nonce: str) -> str:
 
 def size_bound(state: Any, factor: int = 8, slack: int = 64 << 20) -> int:
     """A bound on a heal state derived from a state of the same model that the receiver holds
-    (its own ``state_dict()``): ``factor`` times the bytes of its tensors, plus ``slack``.
-
-    A rank that rejoins has its model and a fresh optimizer, often still without state; what it
-    receives is the model, the optimizer's state (Adam: two more copies of the model) and small
-    controllers, well under 8 copies."""
+    (its own ``state_dict()``): ``factor`` times the bytes of its tensors, plus ``slack`` (what
+    it receives, model plus Adam's two moments plus controllers, is well under 8 copies)."""
     return factor * _tensor_bytes(state) + slack
 
 
@@ -102,7 +75,7 @@ def _tensor_bytes(obj: Any) -> int:
     if isinstance(obj, torch.Tensor):
         return obj.numel() * obj.element_size()
     if isinstance(obj, dict):
-        return sum(_tensor_bytes(v) for v in obj.values())
+        obj = list(obj.values())
     if isinstance(obj, (list, tuple)):
         return sum(_tensor_bytes(v) for v in obj)
     return 0
@@ -128,15 +101,11 @@ class StateTransport:
         timeout: timedelta,
         max_bytes: int | Callable[[], int] = DEFAULT_MAX_BYTES,
     ) -> None:
-        self.host = host
-        self._token = token
-        self._timeout = timeout
-        self._max_bytes = max_bytes
-        self._ready = threading.Condition()
+        self.host, self._token, self._timeout, self._max_bytes = host, token, timeout, max_bytes
+        self._ready, self._seen_lock = threading.Condition(), threading.Lock()
         self._blob: bytes | None = None
         self._step: int | None = None
         self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._seen_lock = threading.Lock()
         transport = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -160,9 +129,7 @@ class StateTransport:
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="flodl-heal-server", daemon=True
-        )
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
     @property
@@ -171,8 +138,6 @@ class StateTransport:
 
     def metadata(self) -> str:
         return f"http://{self.host}:{self.port}"
-
-    # ---- the server's side --------------------------------------------------------------------
 
     def _admit(self, path: str, headers: Any) -> int | str:
         """The step a request may have, or why it is refused (the 403's reason)."""
@@ -210,27 +175,18 @@ class StateTransport:
             return self._blob if self._step == step else None
 
     def disallow_checkpoint(self) -> None:
-        # The blob is a snapshot taken in send_checkpoint, so training may mutate the live
-        # tensors; it is kept until the next send for a receiver that asks late.
-        return None
-
-    # ---- the receiver's side ------------------------------------------------------------------
+        """Nothing: the blob is a snapshot, kept until the next send for a late receiver."""
 
     def recv_checkpoint(self, src_rank: int, metadata: str, step: int, timeout: timedelta) -> Any:
         nonce = secrets.token_hex(16)
         url = f"{metadata}/state/{int(step)}"
-        headers = {
-            NONCE_HEADER: nonce,
-            SIGNATURE_HEADER: request_signature(self._token, int(step), nonce),
-        }
-        req = urllib.request.Request(url, headers=headers)
+        sig = request_signature(self._token, int(step), nonce)
+        req = urllib.request.Request(url, headers={NONCE_HEADER: nonce, SIGNATURE_HEADER: sig})
         limit = int(self._max_bytes() if callable(self._max_bytes) else self._max_bytes)
         with tempfile.TemporaryDirectory(prefix="flodl-heal-") as d:
-            path = Path(d) / "state"
             with urllib.request.urlopen(req, timeout=timeout.total_seconds()) as resp:
-                _save_bounded(resp, path, limit, url)
-            _, state = read_state_file(path)
-            return state
+                _save_bounded(resp, path := Path(d) / "state", limit, url)
+            return read_state_file(path)[1]
 
     def shutdown(self, wait: bool = True) -> None:
         self._server.shutdown()
@@ -241,22 +197,17 @@ class StateTransport:
 
 def _save_bounded(resp: Any, path: Path, limit: int, url: str) -> None:
     """Stream the body of ``resp`` into ``path``; ``CheckpointError`` for a body longer than
-    ``limit`` bytes (before reading any when its declared length says so) or shorter than its
-    declared length."""
+    ``limit`` bytes (refused unread when its declared length says so) or shorter than declared."""
     declared = resp.headers.get("Content-Length")
-    size: int | None = None
-    if declared is not None:
-        try:
-            size = int(declared)
-        except ValueError:
-            raise CheckpointError(
-                f"heal state from {url}: bad Content-Length {declared!r}"
-            ) from None
-        if size > limit:
-            raise CheckpointError(
-                f"heal state from {url} is {size} bytes, more than the receiver's limit of "
-                f"{limit} bytes (StateTransport max_bytes); refused before reading it"
-            )
+    try:
+        size = None if declared is None else int(declared)
+    except ValueError:
+        raise CheckpointError(f"heal state from {url}: bad Content-Length {declared!r}") from None
+    if size is not None and size > limit:
+        raise CheckpointError(
+            f"heal state from {url} is {size} bytes, more than the receiver's limit of "
+            f"{limit} bytes (StateTransport max_bytes); refused before reading it"
+        )
     got = 0
     with open(path, "wb") as f:
         while chunk := resp.read(min(_CHUNK, limit + 1 - got)):

@@ -2,7 +2,7 @@
 
 Every message names its rank and the rank process's generation (0 for a process started with
 the run; a restarted elastic rank counts up), so a message from a process that has since been
-replaced is never taken for its successor's.
+replaced is never taken for its successor's. Those marked *elastic* come from elastic runs only.
 """
 
 from __future__ import annotations
@@ -19,30 +19,22 @@ class RankMessage:
 
 @dataclass(frozen=True)
 class Epoch(RankMessage):
-    """An epoch's metrics (from the rank that leads it)."""
-
-    metrics: Any = None
+    metrics: Any = None  # an epoch's metrics (from the rank that leads it)
 
 
 @dataclass(frozen=True)
 class Report(RankMessage):
-    """A progress report within an epoch."""
-
-    progress: Any = None
+    progress: Any = None  # a progress report within an epoch
 
 
 @dataclass(frozen=True)
-class Final(RankMessage):
-    """The trained state is written: ``path`` (safetensors) and the merged timeline."""
-
+class Final(RankMessage):  # the trained state is written: ``path`` (safetensors), merged timeline
     path: str = ""
     timeline: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
-class Done(RankMessage):
-    """The rank delivered everything it owed; its exit from here on is only teardown."""
-
+class Done(RankMessage):  # the rank delivered all it owed; its exit is only teardown from here
     fingerprint: list[float] = field(default_factory=list)
 
 
@@ -59,30 +51,22 @@ class Failed(RankMessage):
 
 @dataclass(frozen=True)
 class Listening(RankMessage):
-    """Elastic: the ports this rank bound (logged by the supervisor)."""
-
-    ports: dict[str, int] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)  # elastic: the ports the rank bound
 
 
 @dataclass(frozen=True)
-class Healed(RankMessage):
-    """Elastic: the rank received a living peer's committed state."""
-
+class Healed(RankMessage):  # elastic: the rank received a living peer's committed state
     epoch: int = 0
     cursor: int = 0
 
 
 @dataclass(frozen=True)
-class Counts(RankMessage):
-    """Elastic: a window committed, and ElChe's counts for the next one (from its leader)."""
-
+class Counts(RankMessage):  # elastic: a window committed; the leader's ElChe counts for the next
     window: int = 0
     counts: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
-class RolledBack(RankMessage):
-    """Elastic: a window did not commit (a peer died during it) and was rolled back."""
-
+class RolledBack(RankMessage):  # elastic: a window did not commit (a peer died) and was rolled back
     epoch: int = 0
     participants: int = 0

@@ -1,20 +1,12 @@
 """Same-host averaging through shared memory: one slot per rank in a mapped file.
 
-When every rank can map the same file (gloo would move the copies over loopback TCP: measured in
-ARCHITECTURE-NOTES.md, ``_shm``), an averaging round becomes: each rank copies its tensors into
-its own slot, the arrival exchange that the round already does tells every rank that all slots
-are written, and each rank sums the slots itself, in rank order, so every rank gets the same bits.
-
-The file lives in ``/dev/shm`` (else the temp folder) under a random name and is unlinked as soon
-as every rank has mapped it: nothing is left behind, even when a rank dies. Ranks on other hosts
-cannot find it (or find a different file: a random nonce in the header tells), and a folder too
-small for ``world`` copies of the model refuses the file up front; in both cases every rank
-keeps gloo. A rank attaches only to a file rank 0 made for this run: a regular file named
-``flodl-ddp-*.shm`` in the shared-memory folder, owned by this user, not a symbolic link, with
-the nonce rank 0 sent; anything else (another user's file, a planted link) is refused.
-
-Reuse is safe without a further barrier: a rank rewrites its slot at its next window end, after
-the round's closing exchange, which no rank passes before every rank has read all slots.
+Each rank copies its tensors into its own slot; the round's arrival exchange tells every rank
+that all slots are written, and each sums them itself, in rank order (the same bits everywhere).
+Rank 0 makes the file in ``/dev/shm`` (else the temp folder) under a random name, and unlinks it
+once every rank has mapped it: nothing is left behind. A rank attaches only to a regular
+``flodl-ddp-*.shm`` file in that folder, owned by this user, not a link, holding the nonce rank 0
+sent; ranks on other hosts, or a folder too small, keep gloo (ARCHITECTURE-NOTES.md, ``_shm``).
+A slot is rewritten only after the round's closing exchange, so reuse needs no more barrier.
 """
 
 from __future__ import annotations
@@ -33,8 +25,7 @@ from torch import Tensor
 
 from ._comm import Comm
 
-HEADER_BYTES = 64
-"""Bytes before a shared file's payload: the nonce (16) and room to spare (keeps it aligned)."""
+HEADER_BYTES = 64  # before a shared file's payload: the nonce (16) and room to spare
 _ALIGN = 64  # every region starts on a cache line
 PREFIX, SUFFIX = "flodl-ddp-", ".shm"
 Specs = Sequence[tuple[int, torch.dtype]]  # one (numel, dtype) per tensor of a slot
@@ -57,12 +48,9 @@ def _aligned(n: int) -> int:
 
 
 class SharedSlots:
-    """Per-rank regions of one shared mapping (made by :meth:`open`, a collective).
-
-    Each rank owns one slot; a slot holds one 1-D tensor per ``(numel, dtype)`` spec.
-    ``slots[r][k]`` is rank ``r``'s tensor for spec ``k``, writable by every rank (by
-    convention only rank ``r`` writes it).
-    """
+    """Per-rank regions of one shared mapping (made by :meth:`open`, a collective): a slot
+    holds one 1-D tensor per ``(numel, dtype)`` spec; ``slots[r][k]`` is rank ``r``'s tensor for
+    spec ``k``, writable by every rank (by convention only rank ``r`` writes it)."""
 
     def __init__(self, mm: mmap.mmap, specs: Specs, world: int, path: str) -> None:
         self._mm = mm  # the tensors below borrow its memory: keep it alive as long as they are
@@ -87,27 +75,19 @@ class SharedSlots:
 
     @classmethod
     def open(cls, comm: Comm, specs: Specs, eligible: bool) -> SharedSlots | None:
-        """Map one shared file on every rank, or ``None`` on every rank when any rank cannot
-        (another host, no writable folder, or ``eligible`` false on some rank). A collective
-        over ``comm``: every rank calls it at the same point."""
+        """Map one shared file on every rank (a collective over ``comm``), or ``None`` on every
+        rank when any cannot (:func:`map_shared`)."""
         shared = map_shared(comm, "shm", cls.nbytes(specs, comm.world_size), eligible)
         return None if shared is None else cls(shared[0], specs, comm.world_size, shared[1])
 
 
 def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mmap, str] | None:
-    """A file of ``size`` bytes that rank 0 creates and every rank maps (the mapping and the
-    path it had), or ``None`` on every rank when any rank cannot (another host, no writable
-    folder, ``eligible`` false somewhere).
-    Ranks that a cluster file puts on different hosts (:func:`host_label`) never share one, even
-    when they could (network namespaces, containers sharing ``/dev/shm``): what they exchange
-    then goes over the network, as between machines, and so does a failure of that network.
-
-    A collective over ``comm`` (two exchanges named after ``tag``). The name is unlinked before
-    it returns: the mappings and descriptors keep the memory, and nothing is left behind.
-    """
-    rank = comm.rank
+    """A file of ``size`` bytes rank 0 creates and every rank maps (the mapping, its path), or
+    ``None`` on every rank when any cannot (another host per :func:`host_label`, no writable
+    folder, ``eligible`` false). A collective over ``comm`` (two exchanges named after ``tag``);
+    the name is unlinked before it returns (the mappings keep the memory)."""
+    rank, offer = comm.rank, b""
     got: mmap.mmap | None = None
-    offer = b""
     if rank == 0 and eligible:
         with contextlib.suppress(OSError):
             got, offer = _create(size)
@@ -119,8 +99,7 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mm
         if rank != 0 and eligible and info["host"] == host_label():
             got = _attach(path, size, bytes.fromhex(info["nonce"]))
     oks = comm.exchange(tag + "ok", [1.0 if got is not None else 0.0])
-    if rank == 0 and path:
-        # every rank has mapped it or given up: the name can go, the mappings stay
+    if rank == 0 and path:  # every rank has mapped it or given up
         with contextlib.suppress(OSError):
             os.unlink(path)
     if got is not None and not all(v[0] for v in oks):
@@ -134,9 +113,7 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
     tells the other ranks where it is."""
     fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=SUFFIX, dir=_shm_dir())  # mode 0600
     try:
-        if hasattr(os, "posix_fallocate"):
-            # Reserve the pages now: a full /dev/shm fails here (the ranks keep gloo), not
-            # with a SIGBUS at the first write mid-run.
+        if hasattr(os, "posix_fallocate"):  # a full /dev/shm fails here, not with a SIGBUS
             os.posix_fallocate(fd, 0, size)
         else:
             os.ftruncate(fd, size)
@@ -146,8 +123,7 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
         raise
     finally:
         os.close(fd)  # the mapping keeps the memory
-    nonce = os.urandom(16)
-    mm[:16] = nonce
+    mm[:16] = nonce = os.urandom(16)
     return mm, json.dumps({"path": path, "nonce": nonce.hex(), "host": host_label()}).encode()
 
 

@@ -1,16 +1,9 @@
 """A testing aid: make one rank slower, to study heterogeneity on a uniform machine.
 
-``slowdown={1: 2.0}`` makes rank 1 take twice as long per batch as it would alone: a stand-in
-for an older device next to a newer one (on a real heterogeneous rig the devices differ by
-themselves). Rules, each measured (ARCHITECTURE-NOTES.md, ``_slowdown``):
-
-- a batch *owes* ``factor x min(took, reference) - took``, the reference being the lower quartile
-  of the rank's last :data:`REFERENCE_BATCHES` batch times (a rank woken from a pause runs its
-  next batches slower, and must not be slowed twice for it);
-- the debt is paid asleep (never busy-waiting, which takes cycles from the fast rank), in one
-  piece once it reaches :data:`PAY_EVERY_S`, and always before the rank does anything another
-  rank can observe (:meth:`Slowdown.settle`: before it says it is ready, claims work, averages or
-  ends an epoch), so at every such point its clock reads what the slower device's would.
+``slowdown={1: 2.0}`` makes rank 1 take twice as long per batch (an older device's stand-in). A
+batch owes ``factor x min(took, reference) - took`` (reference: the lower quartile of recent batch
+times), paid asleep once it reaches :data:`PAY_EVERY_S` and before anything another rank can
+observe (:meth:`Slowdown.settle`). Measured: ARCHITECTURE-NOTES.md, ``_slowdown``.
 """
 
 from __future__ import annotations
@@ -20,11 +13,8 @@ from collections import deque
 
 import torch
 
-PAY_EVERY_S = 0.02
-"""A rank pays what it owes once that reaches this many seconds (or at the next settle point)."""
-
-REFERENCE_BATCHES = 64
-"""The reference batch time is the lower quartile of the rank's last this-many batches."""
+PAY_EVERY_S = 0.02  # a rank pays what it owes once that reaches this many seconds
+REFERENCE_BATCHES = 64  # the reference is the lower quartile of this many last batch times
 
 
 class Slowdown:
@@ -40,9 +30,7 @@ class Slowdown:
     def __init__(
         self, factor: float, device: torch.device, pay_every_s: float = PAY_EVERY_S
     ) -> None:
-        self.factor = float(factor)
-        self._device = device
-        self.pay_every_s = float(pay_every_s)
+        self.factor, self._device, self.pay_every_s = float(factor), device, float(pay_every_s)
         self.owed = 0.0
         self._recent: deque[float] = deque(maxlen=REFERENCE_BATCHES)
 

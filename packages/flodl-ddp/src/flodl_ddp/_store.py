@@ -1,8 +1,6 @@
-"""A ``TCPStore`` server that listens on one address only.
-
-``torch.distributed.TCPStore(host, port, is_master=True)`` listens on every interface whatever
-``host`` says; handing it an already bound socket (``master_listen_fd``) is the way to keep it on
-loopback, or on the one interface a cluster file names.
+"""A ``TCPStore`` server that listens on one address only: ``TCPStore(host, port,
+is_master=True)`` listens on every interface, so it is handed an already bound socket
+(``master_listen_fd``) to stay on loopback, or on the one interface a cluster file names.
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ def listen_store(
 ) -> dist.TCPStore:
     """A store server bound to ``addr:port`` (port 0: a free one; read it from ``.port``);
     ``OSError`` when the address cannot be bound (not this host's, or the port in use)."""
-    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((addr, port))
@@ -28,13 +25,6 @@ def listen_store(
     except OSError:
         sock.close()
         raise
-    return dist.TCPStore(
-        addr,
-        port,
-        None,
-        True,
-        timeout=timedelta(seconds=timeout_s),
-        wait_for_workers=False,
-        multi_tenant=multi_tenant,
-        master_listen_fd=sock.detach(),  # the store owns the listening socket from here
-    )
+    # the store owns the listening socket from here (master_listen_fd)
+    kw = dict(wait_for_workers=False, multi_tenant=multi_tenant, master_listen_fd=sock.detach())
+    return dist.TCPStore(addr, port, None, True, timeout=timedelta(seconds=timeout_s), **kw)

@@ -1,10 +1,6 @@
-"""A device's one-off start-up costs, paid before a run's clock starts.
-
-The first matrix product, backward and cuDNN module of a fresh CUDA process create the cuBLAS
-handle, autograd's device thread and the cuDNN handle: half a second or more (measured:
-ARCHITECTURE-NOTES.md, ``_warmup``). Paid inside epoch 0 they would be clocked as training time
-and read by ElChe as the rank's speed; paying them before the ranks' start barrier keeps both
-clean. What stays in the first batches is the loading of each kernel the model uses.
+"""A device's one-off start-up costs (cuBLAS and cuDNN handles, autograd's device thread: half a
+second or more, ARCHITECTURE-NOTES.md ``_warmup``), paid before the ranks' start barrier so
+that neither epoch 0's clock nor ElChe's view of the rank's speed includes them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Telling a dead rank from a slow one: the ranks' beacons and the supervisor's watchdog.
 
-Each spawned rank keeps two shared numbers the supervisor reads without touching the rank
-(:class:`Beacon`): its batch count and its phase (starting, computing, waiting for its peers,
-finished). A rank that dies is noticed by its exit code. A rank that is *stopped* (SIGSTOP) or
-*hung* (a deadlock in a data pipeline, an endless loop in ``train_step``) does not exit, and its
-peers would wait for it until the run's timeout. The :class:`Watchdog` judges every living rank:
-
-- **stopped** (the kernel says so: state ``T`` in ``/proc/<pid>/stat``) for ``stop_s``: dead;
-- **computing** without finishing a batch for ``hang_s``: dead;
-- in **any other phase** without a change of phase or progress for ``wait_s`` (longer: a rank
-  waiting for a slow peer is not hung itself, and its waits are bounded by the run's timeout):
-  dead.
-
-A dead rank is reported to the supervisor's ``kill(rank, why, seconds)``: an elastic run kills
-it (the death is then an ordinary one, and the survivors carry on); a static run fails, naming
-it.
+Each spawned rank shares its batch count and phase (:class:`Beacon`). A rank that dies exits; one
+stopped (SIGSTOP) or hung does not, so the :class:`Watchdog` judges every living rank dead when it
+is **stopped** (state ``T`` in ``/proc/<pid>/stat``) for ``stop_s``, **computing** without
+finishing a batch for ``hang_s``, or in **any other phase** unchanged for ``wait_s`` (longer: a
+rank waiting for a slow peer is not hung). A dead rank goes to ``kill(rank, why, seconds)``: an
+elastic run kills it (the survivors carry on); a static run fails, naming it.
 """
 
 from __future__ import annotations
@@ -76,10 +67,8 @@ class Watchdog:
         kill: Callable[[int, str, float], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.progress, self.phase = progress, phase
+        self.progress, self.phase, self.kill, self.clock = progress, phase, kill, clock
         self.hang_s, self.stop_s, self.wait_s = float(hang_s), float(stop_s), float(wait_s)
-        self.kill = kill
-        self.clock = clock
         n = len(progress)
         self._seen = [(-1, -1)] * n  # (progress, phase) last time it changed
         self._since = [clock()] * n
@@ -88,24 +77,19 @@ class Watchdog:
 
     def reset(self, rank: int) -> None:
         """Forget rank ``rank``'s history (it was restarted)."""
-        self._seen[rank] = (-1, -1)
-        self._since[rank] = self.clock()
+        self._seen[rank], self._since[rank] = (-1, -1), self.clock()
         self._stopped_since[rank] = None
 
     def check(self, alive: Callable[[int], bool], stopped: Callable[[int], bool]) -> list[int]:
         """Look at every living rank once (``stopped(r)``: whether the kernel has rank ``r``'s
         process stopped, see :func:`process_stopped`); returns the ranks judged dead."""
-        now = self.clock()
-        dead = []
-        for r in range(len(self._seen)):
-            if not alive(r):
-                continue
+        now, dead = self.clock(), []
+        for r in filter(alive, range(len(self._seen))):
             verdict = self._judge(r, now, stopped(r))
             if verdict is not None:
                 self.kill(r, *verdict)
                 self.verdicts.append((r, *verdict))
-                self._since[r] = now  # one verdict per stall
-                self._stopped_since[r] = None
+                self._since[r], self._stopped_since[r] = now, None  # one verdict per stall
                 dead.append(r)
         return dead
 

@@ -1,19 +1,14 @@
-"""Aids for tests and benchmarks of distributed runs, with the engine's own rules.
-
-- :class:`Slowdown` and :data:`PAY_EVERY_S`: the hook behind ``.slowdown({rank: factor})``,
-  which makes one rank take ``factor`` times its batch time (a slower device on uniform
-  hardware); a benchmark gives a plain PyTorch rank the same hook to compare like with like.
-- :func:`cores_for`, :func:`check_bindable`, :func:`binding_supported`: the core slices
-  ``.bind_cores()`` gives each rank of a host.
-- :func:`check_cuda_devices`: the check a run makes of its CUDA devices before any rank starts.
+"""Aids for tests and benchmarks of distributed runs, with the engine's own rules:
+:class:`Slowdown` and :data:`PAY_EVERY_S` (the hook behind ``.slowdown({rank: factor})``, also
+for a plain PyTorch rank in a benchmark), :func:`cores_for`, :func:`check_bindable`,
+:func:`binding_supported` (``.bind_cores()``'s slices) and :func:`check_cuda_devices` (the check
+a run makes of its CUDA devices before any rank starts).
 """
 
-from ._affinity import check_bindable as check_bindable
-from ._affinity import cores_for as cores_for
+from ._affinity import check_bindable, cores_for
 from ._affinity import supported as binding_supported
-from ._launch import check_cuda_devices as check_cuda_devices
-from ._slowdown import PAY_EVERY_S as PAY_EVERY_S
-from ._slowdown import Slowdown as Slowdown
+from ._launch import check_cuda_devices
+from ._slowdown import PAY_EVERY_S, Slowdown
 
 __all__ = [
     "PAY_EVERY_S",
