@@ -1,56 +1,22 @@
 """ElChe: "the column marches at the slowest one's pace".
 
-A plain, deterministic class with no process group. Every rank keeps an identical copy and feeds
-it the same all-gathered numbers, so every rank reaches the same decisions without another
-message. Timings go in (:meth:`ElChe.report_timing`), the next window's batch counts and anchor
-come out.
+A plain, deterministic class with no process group: every rank keeps an identical copy fed the
+same all-gathered numbers, so all reach the same decisions without another message. Timings go
+in (:meth:`ElChe.report_timing`); the next window's batch counts and anchor come out. The rules
+in brief (in full, with why: ARCHITECTURE-NOTES.md, ``_elche``):
 
-The rules (floDl's "ddp-scale" ElChe):
-
-- **Trust window.** Each rank's milliseconds per batch (``wall_ms / batches``, the batches it
-  actually ran) go into a ring of the last 5 readings; the smoothed speed is their mean. A zero or
-  invalid reading is a *miss*; 5 misses in a row clear that rank's window.
-- **Provisional first reading.** A rank's first reading (into an empty window) carries one-off
-  costs: a GPU's context, library handles and lazily loaded kernels, the allocator's first
-  growth, page faults. On a GPU that can be hundreds of milliseconds, enough to make an H200 look
-  slower than one CPU core for the next five windows. So it is used (nothing better exists yet)
-  and replaced by the rank's second reading instead of being averaged with it. The first
-  calibration made of settled readings only sets the counts as a first calibration does (no
-  dead zone) and re-elects an anchor rank that was elected from provisional readings.
-- **Calibration.** A report after which every rank has at least one reading calibrates: phase
-  Probe (0 calibrations) → Warmup (first) → Stable (≥ 5) → Mature (≥ 20).
-- **Anchor election** (when no anchor rank exists yet, or in Stable and later): the slow cohort
-  is every rank within 15 % of the slowest (``ms ≥ 0.85 · slowest``). The current anchor rank
-  keeps the job while it is in the cohort unless the slowest is more than 10 % slower than it;
-  without a current anchor in the cohort, the lowest rank of the cohort is elected.
-- **Overhead auto-tune** (Stable and later): ``overhead = sync_ms / max(wall_ms)``. Above
-  ``overhead_target`` the anchor grows to ``ceil(anchor · overhead / target)`` (unless a guard
-  suppressed growth); below ``target / 2`` it shrinks by one; always within
-  ``[min_anchor, max_anchor]``.
-- **Batch counts.** The anchor rank runs ``anchor`` batches; rank ``r`` runs
-  ``round(anchor · slow_ms / ms_r)`` (at least 1, halves rounded up), ``slow_ms`` being the anchor
-  rank's speed. After the first calibration a count only moves when the target differs from it by
-  more than 5 % (dead zone), and by at most ``max_batch_diff`` per update when that is set (on
-  the first calibration too). The anchor rank is exempt from both: it always runs exactly
-  ``anchor`` batches. ``max_batch_diff=0`` is lockstep: every rank runs ``anchor`` batches.
-- **Members** (elastic runs, :meth:`ElChe.set_members`): a rank that is not a member runs 0
-  batches, reports nothing (no miss) and is never elected; a rank that (re)joins starts with an
-  empty trust window and the cold count ``anchor``, and its first reading is provisional, as a
-  new rank's. Calibrations, the anchor election and the counts cover the members only, so the
-  survivors re-balance as soon as a rank leaves.
-- **Never slower** (Stable and later). A rank adds what it trains, ``gain = Σ_others 1/ms_r ÷
-  (1/ms_fastest)`` of the fastest rank's throughput, and costs every window its boundary (the
-  averaging and the waits: ``overhead``). So the overhead auto-tune aims at
-  ``min(overhead_target, gain / 2)``: windows grow until the rounds cost at most half of what
-  the slower ranks add. When even then ``overhead >= gain`` (the anchor is at ``max_anchor``, or
-  a guard holds its growth), the slowest rank is *benched*: it runs 0 batches, takes no pool
-  work and no part in the counts or the election; it still joins the rounds, weight 0, so its
-  replica follows. Benched ranks are measured again in the first window of every epoch
-  (:meth:`ElChe.reprobe`) and stay in while they pay for themselves.
-- **Cold start.** Before the first calibration every rank runs ``anchor`` batches, unless
-  ``speed_hint=(slow_rank, ratio)`` seeds ``slow_rank`` with ``anchor`` and the others with
-  ``round(anchor · ratio)``. The anchor rank is the hinted one, else the one with the smallest
-  ``partition_ratios`` entry, else elected at the first calibration.
+- each rank's ms per batch goes into a trust window of its last ``WINDOW`` readings; its first
+  reading into an empty window is provisional (one-off start-up costs) and the next replaces it;
+- a report after which every training member has a reading calibrates (phases Probe, Warmup,
+  Stable, Mature); the anchor rank is elected from the slow cohort (within ``COHORT_BAND`` of the
+  slowest; a challenger must be ``DOMINANCE_MARGIN`` slower to take over);
+- from Stable on the anchor follows ``overhead = sync_ms / max(wall_ms)`` toward
+  ``min(overhead_target, gain / 2)``, and a rank that costs more than it adds is benched
+  (0 batches, weight 0) until the next epoch's :meth:`ElChe.reprobe`;
+- the anchor rank runs ``anchor`` batches, rank ``r`` ``round(anchor · slow_ms / ms_r)``, moved
+  only outside a ``DEAD_ZONE`` and by at most ``max_batch_diff`` (0: lockstep);
+- a non-member (:meth:`ElChe.set_members`) runs 0 batches; a (re)joining rank is measured afresh;
+- before calibration every rank runs ``anchor`` batches, or as ``speed_hint`` says.
 """
 
 from __future__ import annotations
@@ -62,6 +28,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flodl_core import CheckpointError, ConfigError, check_finite, check_int
+
+from ._worklist import cut_to
 
 WINDOW = 5
 """Readings kept per rank (the trust window)."""
@@ -302,20 +270,8 @@ class ElChe:
 
     def clamp_total(self, max_total: int) -> list[int]:
         """The counts scaled down so they sum to at most ``max_total`` (e.g. the batches left in
-        the epoch): floors of the proportional share, then the remainder one by one from rank 0.
-        The stored counts are not changed.
-
-        Example: counts ``[20, 10]``, ``max_total=16`` → floors ``[10, 5]`` (15) → ``[11, 5]``.
-        """
-        _int_arg("max_total", max_total, 0)
-        total = sum(self._counts)
-        if total <= max_total:
-            return list(self._counts)
-        out = [c * max_total // total for c in self._counts]
-        ranks = [r for r, c in enumerate(self._counts) if c > 0]  # a rank with none gets none
-        for i in range(max_total - sum(out)):
-            out[ranks[i % len(ranks)]] += 1
-        return out
+        the epoch), as :func:`~._worklist.cut_to` does; the stored counts are not changed."""
+        return cut_to(self._counts, check_int(max_total, "max_total", ge=0))
 
     def throttled(self, counts_done: Sequence[int]) -> list[int]:
         """Ranks that lead the slowest one by more than ``max_batch_diff`` batches in the

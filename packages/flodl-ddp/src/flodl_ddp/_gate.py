@@ -1,32 +1,20 @@
 """When a cadence or async rank that has run its window's count stops and goes to the round.
 
-- Whether a rank waits at all (:func:`waiting`): async ranks do, up to the overshoot; cadence
-  ranks do in their probe windows, before ElChe has measured anything: the cold counts are
-  equal, and a fast rank keeps training until the slowest has run its probe count, up to
-  :data:`PROBE_REACH` times its own count (the speed ratio of the rig it can absorb; one more
-  count was the bound once, and next to a rank 8x slower the fast one then idled through three
-  quarters of the probe). Async's automatic overshoot does the same in the probe windows (its
-  2-5 batches left a fast rank idle 330 ms of a 3.3 s epoch 0). Without shared counters
-  (elastic runs) nobody waits.
-- The async overshoot (:class:`Overshoot`): the automatic ``max_overshoot`` starts at
-  ``min(5, max(2, batches_per_epoch // 100))``, grows by one after each averaging the
-  convergence guard calls stable, up to the anchor (a rank never overshoots by more than a
-  window), and falls back to its start value when the guard reports divergence.
+- :func:`waiting`: async ranks wait, up to the overshoot; cadence ranks wait in their probe
+  windows (before ElChe measured anything), up to :data:`PROBE_REACH` times their count, and so
+  does async's automatic overshoot. Without shared counters (elastic runs) nobody waits.
+- :class:`Overshoot`: the automatic ``max_overshoot`` starts at
+  ``min(5, max(2, batches_per_epoch // 100))``, grows by one after each round the guard calls
+  stable, up to the anchor, and falls back to its start value when the guard reports divergence.
+- A rank that does not wait stops at its count. A rank that waits says "ready" through a store
+  counter once it has run its count, then trains on until every rank is ready, or it ran
+  ``limit`` extra batches, or it leads by ``max_batch_diff`` (*throttled*).
+- Either way, a rank at its count that finds the epoch nearly done (``finish()``: at most
+  :data:`TAIL_FRACTION` of a window left) runs those batches instead of stopping.
+- Async only: the rank whose "ready" completed the set, if it outpaces the slow cohort, keeps
+  training until every other rank has stopped.
 
-- A rank that does not wait (calibrated cadence) stops at its count.
-- A rank that waits (async; cadence's probe windows) says "ready" through a store counter once
-  it has run its count, then keeps training until every rank is ready, or it has run ``limit``
-  extra batches, or it leads by ``max_batch_diff`` (*throttled*).
-- Either way, a rank at its count that finds the epoch nearly done (``finish()``: fewer batches
-  left than a quarter of a window, see :data:`TAIL_FRACTION`) runs them instead of stopping:
-  62 batches in windows of 20 + 10 left two, and a whole window and round for one batch each
-  (logistic regression and the MLP on MNIST, every epoch: ~1 ms of round plus a slow batch's
-  wait, in epochs of 30-80 ms). The pool's guided blocks share them out.
-- Async only: the others learn that every rank is ready when their batch in flight ends. The
-  rank whose "ready" completed the set fills that wait with batches of its own, if it is faster
-  than the slow cohort, until every other rank has stopped; they then wait for at most one of
-  its shorter batches instead of it idling through the rest of a slow batch. Its extra batches
-  count in the weighted average like any overshoot.
+Why, with measurements: ARCHITECTURE-NOTES.md, ``_gate``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """One rank's training engine, for every way a run is launched and both tiers.
 
-:class:`RankEngine` owns the replica, its optimizer, the data, ElChe, the guard and the averager.
-What differs between a static world, torchrun and an elastic torchft quorum is plugged in through
-the :class:`RankContext`: its ``comm`` (:mod:`._comm`), ``membership`` (:mod:`._membership`) and
-``reducer`` factory (:mod:`._reduce`).
-
-The loop is inverted into a generator: ``for batch in engine.epoch(k)`` yields this rank's
-batches, the caller calls ``engine.step(loss)``, and between two batches the generator decides,
-by policy, when to stop and average. Every decision that must agree across ranks is computed
-from numbers all ranks received in the same exchange, so they never disagree on what comes next.
-
-Elastic windows: each starts with the quorum (a rank that is behind heals from a living peer),
-its batches are the next ones after the epoch's committed cursor, cut by ElChe's counts over the
-members (:class:`~._worklist.WindowWork`), and a window whose round does not commit is rolled
-back (weights, optimizer, controllers, tally) and planned again over the survivors.
+:class:`RankEngine` owns the replica, its optimizer, the data, ElChe, the guard and the averager;
+what differs between a static world, torchrun and an elastic quorum comes in through the
+:class:`RankContext` (``comm``, ``membership``, ``reducer``). The loop is a generator: ``for batch
+in engine.epoch(k)`` yields this rank's batches, the caller calls ``engine.step(loss)``, and
+between batches the generator decides when to average, from numbers every rank received in the
+same exchange. Elastic windows start with the quorum (a rank behind heals from a peer), take the
+batches after the epoch's committed cursor (:class:`~._worklist.WindowWork`), and a window whose
+round does not commit is rolled back and planned again over the survivors.
 """
 
 from __future__ import annotations

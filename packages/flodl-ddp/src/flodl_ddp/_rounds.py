@@ -1,28 +1,18 @@
 """An averaging round of the cadence and async policies, from arrival to the next window's counts.
 
-Every member rank ends its window with a :class:`WindowReport`. The round then, in the same order
-on every rank:
+Every member ends its window with a :class:`WindowReport`; then, in the same order on every rank:
 
-1. :meth:`AveragingRound.average` exchanges arrivals (batches run, whether the rank has data
-   left, whether it holds batches of its own or of a claimed block) — the wait here is *idle*
-   time; with shared memory each rank first copies its replica into its slot (*sync* time), and
-   the exchange tells the others that it is there. A rank's "data left" can be stale: it saw
-   unclaimed pool blocks when it stopped, and a peer then claimed and ran them all. So when no
-   rank holds batches, the shared pool counter settles it, read after the arrivals: no rank
-   claims between the arrival exchange and the next one, so every rank reads the same value and
-   an epoch does not end with an empty window. Then it averages the replicas, weighted by
-   batches (:class:`~flodl_ddp._average.Averager`) — *sync* time;
-2. :meth:`AveragingRound.settle` exchanges each rank's numbers: the window's compute time,
-   divergence, sync time and boundary time (idle plus sync: what the window boundary cost, as a
-   blocking collective would measure it), and what the rank trained since the last round
-   (batches, loss, recorded scalars; at an epoch's end also its wall time and evaluation). Every
-   rank adds them to the epoch's tally and feeds the same numbers to the guard, ElChe (whose
-   overhead is the slowest rank's boundary time over the longest compute time), the
-   meta-controller and the async overshoot. The last window of an epoch, cut short where a
-   rank's data ran out, never grows ElChe's anchor: its overhead reading is a short window's.
+1. :meth:`AveragingRound.average` exchanges arrivals (batches run, data left, batches in hand;
+   the wait is *idle* time; with shared memory each rank first copies its replica into its slot,
+   *sync* time). When no rank holds batches, the pool counter read after the arrivals decides
+   whether the epoch ended. Then it averages the replicas weighted by batches (*sync* time).
+2. :meth:`AveragingRound.settle` exchanges each rank's numbers (compute, divergence, sync and
+   boundary time, what it trained; at an epoch's end its wall time and evaluation) into the
+   epoch's tally, and feeds the same numbers to the guard, ElChe, the meta-controller and the
+   async overshoot. A window cut short by the epoch's end never grows the anchor.
 
-So every member leaves the round with the same counts, anchor, tally and "epoch finished"
-verdict. Ranks that are not members of the window (elastic runs) send nothing.
+So every member leaves with the same counts, anchor, tally and "epoch finished" verdict; ranks
+that are not members (elastic runs) send nothing. Why: ARCHITECTURE-NOTES.md, ``_rounds``.
 """
 
 from __future__ import annotations
