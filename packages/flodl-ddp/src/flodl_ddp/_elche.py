@@ -67,16 +67,8 @@ def _slow_cohort(smoothed: Sequence[float | None]) -> list[int]:
 
 
 def _round_half_up(x: float) -> int:
-    # Python's round() sends halves to the even integer; counts follow the usual rule.
+    """``x`` rounded, halves up (Python's round() sends them to the even integer)."""
     return math.floor(x + 0.5)
-
-
-def _int_arg(name: str, value: object, low: int) -> int:
-    return check_int(value, name, ge=low)
-
-
-def _finite(name: str, value: object, *, positive: bool = False) -> float:
-    return check_finite(value, name, gt=0.0) if positive else check_finite(value, name, ge=0.0)
 
 
 class ElChe:
@@ -114,10 +106,12 @@ class ElChe:
         speed_hint: tuple[int, float] | None = None,
         partition_ratios: Sequence[float] | None = None,
     ) -> None:
-        self.world_size = _int_arg("world_size", world_size, 1)
-        _int_arg("anchor", anchor, 1)
-        self.max_anchor = _int_arg("max_anchor", max_anchor, 1)
-        self.min_anchor = anchor if min_anchor is None else _int_arg("min_anchor", min_anchor, 1)
+        self.world_size = check_int(world_size, "world_size", ge=1)
+        check_int(anchor, "anchor", ge=1)
+        self.max_anchor = check_int(max_anchor, "max_anchor", ge=1)
+        self.min_anchor = (
+            anchor if min_anchor is None else check_int(min_anchor, "min_anchor", ge=1)
+        )
         if anchor > self.max_anchor:
             raise ConfigError(
                 f"anchor={anchor} exceeds max_anchor={self.max_anchor}; raise max_anchor"
@@ -126,15 +120,12 @@ class ElChe:
             raise ConfigError(
                 f"min_anchor={self.min_anchor} exceeds anchor={anchor}; lower min_anchor"
             )
-        target = _finite("overhead_target", overhead_target, positive=True)
-        lo, hi = OVERHEAD_TARGET_RANGE
-        self.overhead_target = min(max(target, lo), hi)
-        self.max_batch_diff = (
-            None if max_batch_diff is None else _int_arg("max_batch_diff", max_batch_diff, 0)
-        )
+        target = check_finite(overhead_target, "overhead_target", gt=0.0)
+        self.overhead_target = min(max(target, OVERHEAD_TARGET_RANGE[0]), OVERHEAD_TARGET_RANGE[1])
+        mbd = max_batch_diff
+        self.max_batch_diff = None if mbd is None else check_int(mbd, "max_batch_diff", ge=0)
         self.relax_up = bool(relax_up)
-        self._anchor = anchor
-        self._members = list(range(world_size))
+        self._anchor, self._members = anchor, list(range(world_size))
         self._benched: list[int] = []
         self.last_bench: tuple[int, float, float] | None = None
         """``(rank, gain, overhead)`` of the last benching (see :attr:`benched`)."""
@@ -158,17 +149,17 @@ class ElChe:
                     "give one ratio per rank"
                 )
             shares = [
-                _finite(f"partition_ratios[{i}]", r, positive=True) for i, r in enumerate(ratios)
+                check_finite(r, f"partition_ratios[{i}]", gt=0.0) for i, r in enumerate(ratios)
             ]
             anchor_rank = min(range(n), key=lambda i: (shares[i], i))
         if hint is None:
             return None, shares, anchor_rank
         if not isinstance(hint, tuple) or len(hint) != 2:
             raise ConfigError(f"speed_hint must be a (slow_rank, ratio) tuple, got {hint!r}")
-        slow = _int_arg("speed_hint slow_rank", hint[0], 0)
+        slow = check_int(hint[0], "speed_hint slow_rank", ge=0)
         if slow >= n:
             raise ConfigError(f"speed_hint slow_rank {slow} is out of range for world_size {n}")
-        return _finite("speed_hint ratio", hint[1], positive=True), shares, slow
+        return check_finite(hint[1], "speed_hint ratio", gt=0.0), shares, slow
 
     def _start_readings(self) -> None:
         """No reading yet: empty trust windows, no calibration."""
@@ -194,14 +185,18 @@ class ElChe:
 
     @property
     def anchor_rank(self) -> int:
-        """The rank that sets the pace (the first member until elected when no hint named
-        one)."""
+        """The rank that sets the pace (the first member until one is elected or given)."""
         return self._members[0] if self._anchor_rank is None else self._anchor_rank
 
     @property
     def members(self) -> list[int]:
         """The ranks taking part (every rank unless :meth:`set_members` said otherwise)."""
         return list(self._members)
+
+    @property
+    def benched(self) -> list[int]:
+        """Ranks that cost more than they add and train nothing (module doc)."""
+        return list(self._benched)
 
     @property
     def calibrations(self) -> int:
@@ -226,47 +221,46 @@ class ElChe:
         """Each rank's smoothed milliseconds per batch (mean of its window; ``None`` if empty)."""
         return [sum(w) / len(w) if w else None for w in self._windows]
 
-    def outpaces_slow_cohort(self, rank: int) -> bool:
-        """Whether ``rank``'s batches are calibrated as shorter than the slow cohort's (its
-        smoothed ms per batch below ``(1 - COHORT_BAND)`` times the slowest). ``False`` before
-        calibration, when nothing is known."""
-        if not self.calibrated or any(self._smoothed[r] is None for r in self._active()):
-            return False
-        return rank in self._active() and rank not in _slow_cohort(self._member_speeds())
-
     @property
     def overhead(self) -> float | None:
         """The last measured ``sync_ms / max(wall_ms)`` (``None`` before any)."""
         return self._overhead
 
-    def anchor_wall_ms(self) -> float:
-        """The window's expected wall time: ``anchor × slow_ms`` (0 before calibration).
+    def outpaces_slow_cohort(self, rank: int) -> bool:
+        """Whether ``rank`` is calibrated as faster than the slow cohort (``False`` before
+        calibration, when nothing is known)."""
+        if not self.calibrated or any(self._smoothed[r] is None for r in self._active()):
+            return False
+        return rank in self._active() and rank not in _slow_cohort(self._member_speeds())
 
-        The cadence policy averages when the slowest rank's accumulated compute reaches it.
-        """
+    def anchor_wall_ms(self) -> float:
+        """The window's expected wall time: ``anchor × slow_ms`` (0 before calibration)."""
         return self._anchor * self._slow_ms if self.calibrated else 0.0
+
+    def gain(self) -> float:
+        """What the training ranks other than the fastest add to its throughput, as a fraction
+        of it (``1 / F`` for a pair whose second rank is ``F`` times slower); 0 before any
+        measurement."""
+        speeds = [1.0 / ms for ms in self._member_speeds() if ms]
+        return (sum(speeds) - max(speeds)) / max(speeds) if speeds else 0.0
 
     def throughput_shares(self) -> list[float]:
         """Each rank's share of the throughput, ``(1/ms_r) / Σ 1/ms`` once calibrated; before,
         the normalised ``partition_ratios`` or equal shares. Sums to 1."""
-        speeds = self._member_speeds()
-        active = self._active()
+        speeds, active = self._member_speeds(), self._active()
         if self.calibrated and all(speeds[r] is not None for r in active):
             inv = [1.0 / s if s else 0.0 for s in speeds]
-        elif self._ratios is not None:
-            inv = [x if r in active else 0.0 for r, x in enumerate(self._ratios)]
         else:
-            inv = [1.0 if r in active else 0.0 for r in range(self.world_size)]
-        total = sum(inv)
-        return [x / total for x in inv]
+            ratios = self._ratios or [1.0] * self.world_size
+            inv = [x if r in active else 0.0 for r, x in enumerate(ratios)]
+        return [x / sum(inv) for x in inv]
 
     def recent_batch_share(self) -> list[float]:
         """Each rank's share of the batches over the last 10 count snapshots (one per report);
         the current counts' share before any report."""
         snaps = list(self._history) or [self._counts]
         sums = [sum(s[r] for s in snaps) for r in range(self.world_size)]
-        total = sum(sums)
-        return [x / total for x in sums]
+        return [x / sum(sums) for x in sums]
 
     def clamp_total(self, max_total: int) -> list[int]:
         """The counts scaled down so they sum to at most ``max_total`` (e.g. the batches left in
@@ -279,8 +273,7 @@ class ElChe:
         done = self._per_rank("counts_done", counts_done)
         if self.max_batch_diff is None:
             return []
-        floor = min(done)
-        return [r for r, d in enumerate(done) if d - floor > self.max_batch_diff]
+        return [r for r, d in enumerate(done) if d - min(done) > self.max_batch_diff]
 
     # ---- updates --------------------------------------------------------------------------------
 
@@ -306,28 +299,25 @@ class ElChe:
                 ``SuppressGrowth``): the auto-tune may then shrink the anchor but not grow it.
         """
         walls = [
-            _finite(f"wall_ms[{r}]", w) for r, w in enumerate(self._per_rank("wall_ms", wall_ms))
+            check_finite(w, f"wall_ms[{r}]", ge=0.0)
+            for r, w in enumerate(self._per_rank("wall_ms", wall_ms))
         ]
         done = self._per_rank("batches", batches)
-        sync = _finite("sync_ms", sync_ms)
+        sync = check_finite(sync_ms, "sync_ms", ge=0.0)
         for r in self._members:
             if done[r] > 0 and walls[r] > 0:
                 self._read(r, walls[r] / done[r])
-            elif r in self._benched:  # not expected to run: no miss
-                continue
-            else:
+            elif r not in self._benched:  # a benched rank is not expected to run: no miss
                 self._misses[r] += 1
                 if self._misses[r] >= MAX_MISSES:
-                    self._windows[r].clear()
-                    self._provisional[r] = False
-                    self._misses[r] = 0
+                    self._forget(r)
         if all(self._windows[r] for r in self._active()):
             self._calibrate(walls, sync, allow_growth and not cut, cut)
         self._history.append(list(self._counts))
 
     def _read(self, rank: int, ms: float) -> None:
         """One valid reading of ``rank``: the first into an empty window is provisional and the
-        next replaces it (see the module's docstring)."""
+        next replaces it."""
         window = self._windows[rank]
         if self._provisional[rank]:
             window.clear()
@@ -337,15 +327,20 @@ class ElChe:
         window.append(ms)
         self._misses[rank] = 0
 
+    def _forget(self, rank: int) -> None:
+        """Empty ``rank``'s trust window: it is measured afresh."""
+        self._windows[rank].clear()
+        self._provisional[rank] = False
+        self._misses[rank] = 0
+
     def _calibrate(
         self, walls: list[float], sync_ms: float, allow_growth: bool, cut: bool = False
     ) -> None:
         self._calibrations += 1
-        self._smoothed = [sum(w) / len(w) if w else None for w in self._windows]
+        self._smoothed = self.ms_per_batch
         smoothed = self._member_speeds()
         settling = not self._settled and not any(self._provisional[r] for r in self._active())
-        if settling:
-            self._settled = True
+        self._settled = self._settled or settling
         # The first calibration always holds a provisional reading (the last rank to report
         # has just made its first), so an anchor ElChe elected, rather than one the hint or the
         # partition ratios gave, was elected from one: settling elects it again.
@@ -355,8 +350,7 @@ class ElChe:
         self._slow_ms = float(smoothed[self.anchor_rank])  # type: ignore[arg-type]
         if max(walls) > 0:
             self._overhead = sync_ms / max(walls)
-            # Early windows are dominated by warm-up costs: tune only once the speeds settled.
-            if self.phase >= Phase.STABLE:
+            if self.phase >= Phase.STABLE:  # early windows are dominated by warm-up costs
                 self._auto_tune(self._overhead, allow_growth)
                 if not cut:
                     self._bench_if_costly(allow_growth)
@@ -370,18 +364,6 @@ class ElChe:
         """The smoothed speeds of the training members (``None`` for the other ranks)."""
         active = self._active()
         return [s if r in active else None for r, s in enumerate(self._smoothed)]
-
-    @property
-    def benched(self) -> list[int]:
-        """Ranks that cost more than they add and train nothing (module doc: Never slower)."""
-        return list(self._benched)
-
-    def gain(self) -> float:
-        """What the training ranks other than the fastest add to its throughput, as a fraction
-        of it (``1 / F`` for a pair whose second rank is ``F`` times slower); 0 before any
-        measurement."""
-        speeds = [1.0 / ms for ms in self._member_speeds() if ms]
-        return (sum(speeds) - max(speeds)) / max(speeds) if speeds else 0.0
 
     def _bench_if_costly(self, allow_growth: bool) -> None:
         """Bench the slowest training rank when the rounds cost more than the others add and
@@ -410,12 +392,12 @@ class ElChe:
     def _elect(self, smoothed: list[float | None]) -> int:
         cohort = _slow_cohort(smoothed)
         current = self._anchor_rank
-        if current is not None and current in cohort:
-            challenger = min(cohort, key=lambda r: (-smoothed[r], r))  # type: ignore[operator]
-            if smoothed[challenger] > (1.0 + DOMINANCE_MARGIN) * smoothed[current]:  # type: ignore[operator]
-                return challenger
-            return current
-        return cohort[0]
+        if current is None or current not in cohort:
+            return cohort[0]
+        challenger = min(cohort, key=lambda r: (-smoothed[r], r))  # type: ignore[operator]
+        if smoothed[challenger] > (1.0 + DOMINANCE_MARGIN) * smoothed[current]:  # type: ignore[operator]
+            return challenger
+        return current
 
     def _auto_tune(self, overhead: float, allow_growth: bool) -> None:
         target = min(self.overhead_target, max(self.gain() / 2, OVERHEAD_TARGET_RANGE[0]))
@@ -430,9 +412,9 @@ class ElChe:
         """Counts the current anchor asks for, before the dead zone and the per-update clamp."""
         if not self.calibrated:
             return self._cold_counts()
-        out = []
+        out, active = [], self._active()
         for r, ms in enumerate(self._member_speeds()):
-            if r not in self._active():
+            if r not in active:
                 out.append(0)
             elif r == self.anchor_rank or ms is None:  # a (re)joined rank before its reading
                 out.append(self._anchor)
@@ -444,45 +426,40 @@ class ElChe:
         fast = self._anchor
         if self._hint_ratio is not None:
             fast = max(1, _round_half_up(self._anchor * self._hint_ratio))
+        active = self._active()
         return [
-            (self._anchor if r == self.anchor_rank else fast) if r in self._active() else 0
+            (self._anchor if r == self.anchor_rank else fast) if r in active else 0
             for r in range(self.world_size)
         ]
 
     def _update_counts(self, *, first: bool) -> None:
         """Move the counts toward their targets: the anchor rank exactly, the others outside the
         dead zone only (skipped on the first calibration, when the cold-start counts are mere
-        guesses), each by at most ``max_batch_diff``."""
-        if self.max_batch_diff == 0:  # lockstep: everyone runs the anchor's count
-            self._counts = [
-                self._anchor if r in self._active() else 0 for r in range(self.world_size)
-            ]
+        guesses), each by at most ``max_batch_diff``; lockstep: every rank runs ``anchor``."""
+        active, diff = self._active(), self.max_batch_diff
+        if diff == 0:
+            self._counts = [self._anchor if r in active else 0 for r in range(self.world_size)]
             return
         new = []
         for r, (t, c) in enumerate(zip(self._targets(), self._counts, strict=True)):
-            if r == self.anchor_rank or r not in self._active() or c == 0:
+            if r == self.anchor_rank or r not in active or c == 0:
                 new.append(t)  # the anchor rank always runs exactly `anchor`; joiners start fresh
-                continue
-            if not first and abs(t - c) <= DEAD_ZONE * c:
+            elif not first and abs(t - c) <= DEAD_ZONE * c:
                 new.append(c)
-                continue
-            if self.max_batch_diff is not None:
-                t = min(max(t, c - self.max_batch_diff), c + self.max_batch_diff)
-            new.append(max(1, t))
+            else:
+                new.append(max(1, t if diff is None else min(max(t, c - diff), c + diff)))
         self._counts = new
 
     def set_members(self, members: Sequence[int]) -> None:
-        """The ranks taking part from the next window on (module doc: **Members**). Every rank
-        must call it with the same members at the same point."""
-        new = sorted({_int_arg("member", r, 0) for r in members})
+        """The ranks taking part from the next window on (module doc). Every rank must call it
+        with the same members at the same point."""
+        new = sorted({check_int(r, "member", ge=0) for r in members})
         if not new or new[-1] >= self.world_size:
             raise ConfigError(f"members {list(members)} must be ranks of 0..{self.world_size - 1}")
         if new == self._members:
             return
         for r in set(new) - set(self._members):  # a (re)joining rank is measured afresh
-            self._windows[r].clear()
-            self._provisional[r] = False
-            self._misses[r] = 0
+            self._forget(r)
             self._smoothed[r] = None
         self._members = new
         self._benched = [r for r in self._benched if r in new]
@@ -497,8 +474,7 @@ class ElChe:
         """Cut the anchor to ``max(1, min(anchor, ceil(anchor · clamp(factor, 0.1, 1.0))))``
         (a guard or the meta-controller saw the replicas drift); may go below ``min_anchor``.
         The counts follow at once."""
-        f = _finite("factor", factor)
-        f = min(max(f, 0.1), 1.0)
+        f = min(max(check_finite(factor, "factor", ge=0.0), 0.1), 1.0)
         self._anchor = max(1, min(self._anchor, math.ceil(self._anchor * f)))
         self._update_counts(first=not self.calibrated)
 
@@ -508,11 +484,12 @@ class ElChe:
         than ``max_batch_diff``."""
         if not self.relax_up or self._anchor >= self.max_anchor:
             return False
-        old = self._anchor
-        self._anchor = old + 1
-        projected = self._targets()
-        if self.max_batch_diff is not None and max(projected) - self._anchor > self.max_batch_diff:
-            self._anchor = old
+        self._anchor += 1
+        if (
+            self.max_batch_diff is not None
+            and max(self._targets()) - self._anchor > self.max_batch_diff
+        ):
+            self._anchor -= 1
             return False
         self._update_counts(first=not self.calibrated)
         return True
@@ -590,7 +567,7 @@ class ElChe:
             )
         if name != "wall_ms":
             for r, v in enumerate(vals):
-                _int_arg(f"{name}[{r}]", v, 0)
+                check_int(v, f"{name}[{r}]", ge=0)
         return vals
 
     def __repr__(self) -> str:
