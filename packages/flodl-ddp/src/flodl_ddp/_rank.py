@@ -170,26 +170,17 @@ class RankEngine(EngineState):
         """ElChe, the guard, the meta-controller, the averager and the round that drives them:
         identical copies on every rank, fed identical numbers."""
         s = self.spec
-        self.elche = ElChe(self.world, s.anchor, **s.elche_options())
-        self.guard = s.guard
-        self.meta = MetaController() if s.meta_controller else None
+        self.elche = elche = ElChe(self.world, s.anchor, **s.elche_options())
+        self.guard, self.meta = s.guard, MetaController() if s.meta_controller else None
         on_host = s.mode.backend is Backend.CPU
-        self.averager = Averager(
+        self.averager = avg = Averager(
             self.model, on_host=on_host, easgd_alpha=s.easgd_alpha, outer=s.outer_optimizer
         )
         if not s.sync:
-            self.averager.reducer = self.ctx.reducer(self.averager)  # a collective
-        self.overshoot = Overshoot(s.max_overshoot, self.batches_per_epoch)
+            avg.reducer = self.ctx.reducer(avg)  # a collective
+        self.overshoot = over = Overshoot(s.max_overshoot, self.batches_per_epoch)
         self.rounds = AveragingRound(
-            self.comm,
-            self.device,
-            self.averager,
-            self.elche,
-            self.guard,
-            self.meta,
-            self.overshoot,
-            self.tally,
-            self.ledger,
+            self.comm, self.device, avg, elche, s.guard, self.meta, over, self.tally, self.ledger
         )
 
     # ---- data ---------------------------------------------------------------------------------
@@ -197,12 +188,7 @@ class RankEngine(EngineState):
     def _setup_data(self) -> None:
         s = self.spec
         self.loader = DataLoader(
-            s.dataset,
-            batch_size=s.batch_size,
-            device=self.device,
-            seed=s.seed,
-            shuffle=True,
-            drop_last=True,
+            s.dataset, batch_size=s.batch_size, device=self.device, seed=s.seed, drop_last=True
         )
         self.n_samples = self.loader.num_samples
         whole = self.n_samples // s.batch_size

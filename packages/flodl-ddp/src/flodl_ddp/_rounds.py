@@ -34,40 +34,40 @@ from ._guards import ActionKind, ConvergenceAction, DivergenceReport
 from ._ledger import EpochTally, RankLedger, now
 
 logger = logging.getLogger("flodl.ddp")
+_BENCHED = (
+    "ddp: rank %d adds less than its averaging rounds and waits cost the others (the other "
+    "ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it trains no batches for now "
+    "and is measured again at each epoch's start"
+)
 
 
 @dataclass(frozen=True)
 class WindowReport:
-    """How one rank's window ended."""
+    """How one rank's window ended: its number (names its gate keys), the batches it ran,
+    whether it saw data left in the epoch (may be stale), whether it still holds batches of its
+    own slice or of a claimed block, its training time (slowdown included), :func:`~._ledger.now`
+    at the window's start, whether it stopped because it led by ``max_batch_diff``, and
+    ``drained()``: whether the epoch's pool is all claimed (``None``: no pool)."""
 
     window: int
-    """The window's number (names its gate keys)."""
     done: int
-    """Batches the rank ran in the window."""
     more: bool
-    """Whether it saw data left in the epoch (may be stale, see the module doc)."""
     in_hand: bool
-    """Whether it still holds batches of its own slice or of a claimed block."""
     compute_s: float
-    """Its training time in the window (slowdown included)."""
     started: float
-    """:func:`~flodl_ddp._ledger.now` at the window's start."""
     throttled: bool = False
-    """Whether it stopped because it led by ``max_batch_diff``."""
     drained: Callable[[], bool] | None = None
-    """Whether the epoch's pool is all claimed (one counter read); ``None``: no pool."""
 
 
 @dataclass
 class Arrival:
-    """What every member agreed on in :meth:`AveragingRound.average`."""
+    """What every member agreed on in :meth:`AveragingRound.average`: the batches each rank ran
+    (0 for a non-member), whether no member has data left in the epoch (``finished``) and
+    whether some member's ran out (``cut``: the window was cut short)."""
 
     actual: list[int]
-    """Batches each rank ran in the window (0 for a rank that is not a member)."""
     finished: bool
-    """No member has data left in the epoch."""
     cut: bool
-    """Some member's data ran out: the window was cut short."""
     divergence: float
     times: dict[str, float] = field(default_factory=dict)
 
@@ -76,32 +76,24 @@ def _members_of(got: Sequence[bytes], members: Sequence[int]) -> list[Any]:
     return [json.loads(b) if r in members and b else None for r, b in enumerate(got)]
 
 
+@dataclass
 class AveragingRound:
     """The round protocol for one rank (see the module doc)."""
 
-    def __init__(
-        self,
-        comm: Comm,
-        device: torch.device,
-        averager: Averager,
-        elche: ElChe,
-        guard: Any,
-        meta: Any,
-        overshoot: Overshoot,
-        tally: EpochTally,
-        ledger: RankLedger,
-    ) -> None:
-        self.rank = comm.rank
-        self.comm = comm
-        self.device = device
-        self.averager = averager
-        self.elche = elche
-        self.guard = guard
-        self.meta = meta
-        self.overshoot = overshoot
-        self.tally = tally
-        self.ledger = ledger
-        self._told: set[int] = set()  # ranks whose benching was logged
+    comm: Comm
+    device: torch.device
+    averager: Averager
+    elche: ElChe
+    guard: Any
+    meta: Any
+    overshoot: Overshoot
+    tally: EpochTally
+    ledger: RankLedger
+    _told: set[int] = field(default_factory=set, init=False)  # ranks whose benching was logged
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -139,25 +131,18 @@ class AveragingRound:
         div = self.averager.average(weights, members, self.rank)
         self._synchronize()
         sync_end = now()
-        led = self.ledger
+        led, sent = self.ledger, self.averager.bytes_sent - sent
+        idle, sync = idle_end - staged, sync_end - idle_end + staged - t_end
         led.add(
-            comm_bytes=self.averager.bytes_sent - sent,
-            compute=report.compute_s,
-            idle=idle_end - staged,
-            sync=sync_end - idle_end + staged - t_end,
-            batches=report.done,
+            comm_bytes=sent, compute=report.compute_s, idle=idle, sync=sync, batches=report.done
         )
         led.span("compute", report.started, t_end)
         if self.averager.shared:
             led.span("sync", t_end, staged)
         led.span("idle", staged, idle_end)
         led.span("sync", idle_end, sync_end)
-        times = {
-            "ms": report.compute_s * 1000.0,
-            "div": div,
-            "sync_ms": (sync_end - idle_end + staged - t_end) * 1000.0,
-            "boundary_ms": (sync_end - t_end) * 1000.0,
-        }
+        secs = {"ms": report.compute_s, "sync_ms": sync, "boundary_ms": sync_end - t_end}
+        times = {"div": div, **{k: v * 1000.0 for k, v in secs.items()}}
         return Arrival(actual, finished, cut, div, times)
 
     def settle(
@@ -187,12 +172,7 @@ class AveragingRound:
             self.ledger.event("benched", rank=r, gain=gain, overhead=overhead)
             if r not in self._told:
                 self._told.add(r)
-                logger.warning(
-                    "ddp: rank %d adds less than its averaging rounds and waits cost the others "
-                    "(the other ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it "
-                    "trains no batches for now and is measured again at each epoch's start",
-                    r, 100 * gain, 100 * overhead,
-                )  # fmt: skip
+                logger.warning(_BENCHED, r, 100 * gain, 100 * overhead)
 
     def feed(
         self,
