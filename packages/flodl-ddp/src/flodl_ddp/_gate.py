@@ -25,11 +25,9 @@ from typing import Any
 from ._comm import Comm
 
 PROBE_REACH = 32
-"""In a probe window a rank that ran its count keeps training for at most this many counts
-more while the slowest rank finishes its probe (a rig up to 32x lopsided keeps no rank idle)."""
+"""In a probe window a rank that ran its count trains at most this many counts more."""
 TAIL_FRACTION = 0.25
-"""An epoch's last batches are run in the window before when they are at most this share of a
-window's batches (the sum of the ranks' counts), instead of in a window of their own."""
+"""An epoch's last batches join the window before when they are at most this share of it."""
 
 
 def gate_keys(window: int) -> tuple[str, str]:
@@ -41,17 +39,13 @@ class WindowGate:
     """One rank's end of one window (see the module doc).
 
     Args:
-        comm: the counters shared by the ranks.
-        world: the number of ranks.
+        comm: the counters shared by the ranks; ``world``: the number of ranks.
         window: the window's number (its store keys, :func:`gate_keys`).
         mine: this rank's batch count for the window.
-        waits: whether it keeps training past ``mine`` until every rank is ready.
-        limit: the most batches past ``mine`` it runs meanwhile.
-        max_batch_diff: the most batches past ``mine`` before it is throttled (``None``: no cap).
-        fill_late: async, and this rank outpaces the slow cohort: the rank that completes
-            "ready" keeps training until the others have stopped.
-        settle: pays the slowdown testing aid's debt; called before saying "ready", which is
-            when the others see this rank's clock.
+        waits: whether it keeps training past ``mine`` until every rank is ready, for at most
+            ``limit`` batches past ``mine``, throttled at ``max_batch_diff`` (``None``: no cap).
+        fill_late: async, and this rank outpaces the slow cohort (module doc).
+        settle: pays the slowdown's debt before saying "ready" (the others see its clock).
         finish: whether the epoch's remaining batches are few enough to run in this window
             (asked once the rank has run ``mine``); ``None``: never.
     """
@@ -70,19 +64,11 @@ class WindowGate:
         settle: Callable[[], None],
         finish: Callable[[], bool] | None = None,
     ) -> None:
-        self._comm = comm
-        self._world = world
+        self._comm, self._world, self._mine = comm, world, mine
         self._ready_key, self._stopped_key = gate_keys(window)
-        self._mine = mine
-        self._waits = waits
-        self._limit = limit
-        self._max_diff = max_batch_diff
-        self._fill_late = fill_late
-        self._settle = settle
-        self._finish = finish
-        self._finishing = False
-        self._marked = False
-        self._completed_ready = False
+        self._waits, self._limit, self._max_diff = waits, limit, max_batch_diff
+        self._fill_late, self._settle, self._finish = fill_late, settle, finish
+        self._finishing = self._marked = self._completed_ready = False
         self.throttled = False
         """Whether the rank stopped because it led by ``max_batch_diff``."""
 
@@ -98,13 +84,10 @@ class WindowGate:
         if not self._marked:
             self._settle()  # saying "ready" shows this rank's clock; polling does not
         n_ready = self._comm.counter(self._ready_key, 0 if self._marked else 1)
-        if not self._marked and n_ready >= self._world:
-            self._completed_ready = True
+        self._completed_ready |= not self._marked and n_ready >= self._world
         self._marked = True
         extra = done - self._mine
-        if extra >= self._limit:
-            return False
-        if n_ready >= self._world and not self._fills_the_wait():
+        if extra >= self._limit or (n_ready >= self._world and not self._fills_the_wait()):
             return False
         if self._max_diff is not None and extra >= self._max_diff:
             self.throttled = True
@@ -119,11 +102,10 @@ class WindowGate:
     def stop(self) -> None:
         """After the window's last batch, a waiting rank says "ready" if it has not (its data
         ran out first), and that it has stopped (for a rank that may be filling the wait)."""
-        if not self._waits:
-            return
-        if not self._marked:
-            self._comm.counter(self._ready_key, 1)
-        self._comm.counter(self._stopped_key, 1)
+        if self._waits:
+            if not self._marked:
+                self._comm.counter(self._ready_key, 1)
+            self._comm.counter(self._stopped_key, 1)
 
 
 def waiting(async_: bool, calibrated: bool, overshoot: Overshoot, mine: int) -> tuple[bool, int]:
@@ -159,5 +141,4 @@ class Overshoot:
         return {"current": self.current, "start": self.start}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.current = int(state["current"])
-        self.start = int(state["start"])
+        self.current, self.start = int(state["current"]), int(state["start"])

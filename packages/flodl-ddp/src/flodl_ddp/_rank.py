@@ -17,6 +17,7 @@ import json
 import math
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -49,7 +50,7 @@ from ._sync_hook import wrap_sync
 from ._timeline import Timeline
 from ._warmup import warm_up
 from ._watchdog import WAITING, Beacon
-from ._worklist import EpochWork, RankWork, WindowWork, claim_size
+from ._worklist import EpochWork, Opener, RankWork, WindowWork, claim_size
 
 Work = RankWork | WindowWork
 
@@ -195,8 +196,8 @@ class RankEngine(EngineState):
         self.batches_per_epoch = min(whole, s.batches_per_epoch or whole)
         self.total_steps = self.batches_per_epoch * s.num_epochs
 
-    def _open(self, epoch: int) -> Callable[[range], Iterator[Any]]:
-        """``open(block)``: an iterator over the batches of a range of batch indices."""
+    def _open(self, epoch: int) -> Opener:
+        """An :data:`~._worklist.Opener` over this epoch's batches."""
         bs, loader = self.spec.batch_size, self.loader
         return lambda b: iter(loader.shard_range(b.start * bs, b.stop * bs).epoch(epoch))
 
@@ -211,22 +212,16 @@ class RankEngine(EngineState):
         key = f"pool{self._epoch_calls}"
         if self.rank == 0 and self._epoch_calls > 2:
             self.comm.drop_counter(f"pool{self._epoch_calls - 2}")
-        return RankWork(
-            plan,
-            self.rank,
-            lambda k: self._claim(key, k),
-            lambda: self.comm.counter(key, 0),
-            lambda left: claim_size(left, self.world, self._speeds(), self.rank),
-            self._open(epoch),
-        )
+        claim, peek = partial(self._claim, key), partial(self.comm.counter, key, 0)
+        return RankWork(plan, self.rank, claim, peek, self._claim_size, self._open(epoch))
 
-    def _speeds(self) -> list[float] | None:
-        """Every rank's batches per second as ElChe measured them (0 when benched; ``None``
-        before any measurement)."""
-        ms, benched = self.elche.ms_per_batch, self.elche.benched
-        if not self.elche.calibrated or any(not m for m in ms):
-            return None
-        return [0.0 if r in benched else 1000.0 / m for r, m in enumerate(ms)]  # type: ignore[operator]
+    def _claim_size(self, left: int) -> int:
+        """:func:`claim_size` by every rank's batches per second as ElChe measured them (0 when
+        benched; unknown before any measurement)."""
+        ms, benched, speeds = self.elche.ms_per_batch, self.elche.benched, None
+        if self.elche.calibrated and all(ms):
+            speeds = [0.0 if r in benched else 1000.0 / m for r, m in enumerate(ms)]  # type: ignore[operator]
+        return claim_size(left, self.world, speeds, self.rank)
 
     def _claim(self, key: str, k: int) -> int:
         self._settle_slowdown()  # claims in the order the ranks' clocks say
