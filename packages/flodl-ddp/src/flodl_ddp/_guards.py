@@ -1,17 +1,11 @@
 """Convergence guards: watch how far the replicas drift apart, and hold the cadence back.
 
-At each averaging every rank measures its divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖`` (its
-weights before and after the average); the guard sees ``D_t = max_r`` of it and answers with a
-:class:`ConvergenceAction`: ``STABLE`` (carry on), ``SUPPRESS_GROWTH`` (do not grow the anchor or
-the async overshoot this time) or ``NUDGE_DOWN(factor)`` (cut the anchor to ``factor`` of itself,
-:meth:`ElChe.nudge_anchor_down`).
-
-- :class:`NoGuard`: always ``STABLE`` (the control baseline).
-- :class:`TrendGuard`: the last three ``D`` strictly rising and the last above ``threshold`` →
-  ``SUPPRESS_GROWTH``. Never nudges. The default.
-- :class:`MsfGuard`: estimates the per-step growth rate of the divergence,
-  ``λ = ln(D_t / D_{t-1}) / k_max``, smooths it with a bias-corrected EMA and fires on streaks of
-  high rates (a finite-time Lyapunov-exponent view of replica drift).
+At each averaging every rank measures its divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖``; the guard
+sees ``D_t = max_r`` of it and answers with a :class:`ConvergenceAction`: ``STABLE``,
+``SUPPRESS_GROWTH`` (do not grow the anchor or the async overshoot this time) or
+``NUDGE_DOWN(factor)`` (:meth:`ElChe.nudge_anchor_down`). :class:`NoGuard` never acts,
+:class:`TrendGuard` (the default) holds growth on a rising trend, :class:`MsfGuard` watches the
+divergence's growth rate (a finite-time Lyapunov-exponent view of replica drift).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Outer optimizers: turn each averaging into a step on the global weights.
 
-An outer optimizer sits between the average and the broadcast: it treats the *pseudo-gradient*
-``Δ = θ_global − θ_avg`` (how far the count-weighted average of the replicas moved from the
-global weights the window started from) as a gradient and steps the global weights with it.
-:class:`OuterAvg` is plain averaging (``θ_global ← θ_avg``: SGD with lr 1 on Δ); :class:`SlowMo`
-and :class:`DiLoCo` add momentum across windows, which lets long windows (hundreds of local
-steps) keep the accuracy of frequent averaging.
-
-Every optimizer works in place on lists of tensors (``global_params[i]`` and ``averaged[i]`` of
-equal shapes), keeps its state across windows and saves it with ``state_dict()`` (tensors as CPU
-copies, everything else plain JSON types).
+An outer optimizer treats the *pseudo-gradient* ``Δ = θ_global − θ_avg`` (how far the weighted
+average of the replicas moved from the window's starting weights) as a gradient and steps the
+global weights with it: :class:`OuterAvg` is plain averaging, :class:`SlowMo` and
+:class:`DiLoCo` add momentum across windows (long windows keep the accuracy of frequent
+averaging). They work in place on lists of tensors of equal shapes and save their state with
+``state_dict()`` (tensors as CPU copies, everything else plain JSON types).
 """
 
 from __future__ import annotations
