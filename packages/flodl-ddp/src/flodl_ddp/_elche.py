@@ -71,6 +71,11 @@ def _round_half_up(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+def _plain(v: Any) -> Any:
+    """``v`` with its deques and lists (nested too) as lists: plain JSON types."""
+    return [_plain(x) for x in v] if isinstance(v, (list, deque)) else v
+
+
 class ElChe:
     """Per-rank batch counts between averagings, from measured speeds.
 
@@ -409,14 +414,15 @@ class ElChe:
             self._anchor -= 1
 
     def _targets(self) -> list[int]:
-        """Counts the current anchor asks for, before the dead zone and the per-update clamp."""
+        """Counts the current anchor asks for, before the dead zone and the per-update clamp (a
+        (re)joined rank runs ``anchor`` until its first reading)."""
         if not self.calibrated:
             return self._cold_counts()
         out, active = [], self._active()
         for r, ms in enumerate(self._member_speeds()):
             if r not in active:
                 out.append(0)
-            elif r == self.anchor_rank or ms is None:  # a (re)joined rank before its reading
+            elif r == self.anchor_rank or ms is None:
                 out.append(self._anchor)
             else:
                 out.append(max(1, _round_half_up(self._anchor * self._slow_ms / ms)))
@@ -535,15 +541,8 @@ class ElChe:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue identically; plain JSON types only."""
-        out: dict[str, Any] = {"world_size": self.world_size}
-        for attr, key, _ in self._STATE:
-            v = getattr(self, attr)
-            out[key] = (
-                [list(x) if isinstance(x, deque) else x for x in v]
-                if isinstance(v, (list, deque))
-                else v
-            )
-        return out
+        state = {key: _plain(getattr(self, attr)) for attr, key, _ in self._STATE}
+        return {"world_size": self.world_size, **state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output; the world size must match."""
