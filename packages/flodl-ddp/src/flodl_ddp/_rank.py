@@ -44,7 +44,7 @@ from ._options import RunSpec
 from ._partition import partition
 from ._reduce import Reducer
 from ._resume import load_checkpoint_into, save_checkpoint_from
-from ._rounds import AveragingRound, WindowReport
+from ._rounds import AveragingRound, WindowReport, left_early
 from ._slowdown import Slowdown
 from ._sync_hook import wrap_sync
 from ._timeline import Timeline
@@ -107,11 +107,8 @@ class RankEngine(EngineState):
         self.forward_model, self._hook = self._wrap_for_sync()
         self._ddp_forward, self._stepped, self._compute_s = False, True, 0.0
         warm_up(self.device, self.model)
-        if self.world > 1 and not self.elastic:
-            # Building the optimizer can take a second (torch imports lazily on first use) and
-            # ranks get there at different times: the first one in would clock the skew as idle
-            # in epoch 0, and ElChe's first timings would carry it.
-            self.comm.barrier("start")
+        if self.world > 1 and not self.elastic:  # or ElChe's first timings carry the ranks'
+            self.comm.barrier("start")  # skew in building the optimizer (lazy torch imports)
 
     @property
     def start_epoch(self) -> int:
@@ -135,9 +132,8 @@ class RankEngine(EngineState):
         self.tally = EpochTally(self.world, hosts, devices)
 
     def _wrap_for_sync(self) -> tuple[nn.Module, Any]:
-        """Sync with several ranks: the model inside DDP (and a check that the forward went
-        through it; every rank steps on one full batch, so DDP's plain mean is the weighted
-        average); otherwise the model itself."""
+        """Sync with several ranks: the model inside DDP (whose plain mean is the weighted
+        average: every rank steps on one full batch) and its hook; otherwise the model."""
         if not (self.spec.sync and self.world > 1):
             return self.model, None
         ddp, hook = wrap_sync(self.model, self.device, self.spec.mode.backend, self.spec.bf16_wire)
@@ -315,11 +311,7 @@ class RankEngine(EngineState):
                 self._leave(epoch)
 
     def _leave(self, epoch: int) -> None:
-        self.left = (
-            f"rank {self.rank} left epoch {epoch} before its end; every rank must run each "
-            "epoch of session.epoch(n) to its end (the ranks count batches to know when to "
-            "average)"
-        )
+        self.left = left_early(self.rank, f"epoch {epoch}")
         if not self.spec.sync and self.world > 1 and not self.elastic:
             # the others wait at this window's arrival: tell them there, without waiting for
             # them (they may be stuck, and this rank may be failing)
@@ -377,10 +369,8 @@ class RankEngine(EngineState):
         self._end_epoch(epoch)
 
     def _window(self, t_epoch: float, pool: RankWork | None) -> Generator[Any, None, bool]:
-        """One averaging window of epoch ``next_epoch`` (a generator of its batches; returns
-        whether the epoch ended). Elastic: a rank that heals at the window's start trains the
-        window of the state it received; a window whose round fails or does not commit is
-        rolled back to the committed state."""
+        """One averaging window of epoch ``next_epoch`` (yields its batches, returns whether the
+        epoch ended); elastic: one that fails or does not commit is rolled back."""
         snap = None
         try:
             members = self.membership.begin()  # elastic: may heal this rank into a later state
@@ -430,14 +420,9 @@ class RankEngine(EngineState):
         )
 
     def _counts(self) -> list[int]:
-        """ElChe's counts for the next window, cut so a window is at most 1/reports_per_epoch
-        of the epoch when progress reports are asked for (they fall on window ends)."""
-        n = self.spec.reports_per_epoch
-        return (
-            self.elche.counts
-            if n <= 1
-            else self.elche.clamp_total(max(1, self.batches_per_epoch // n))
-        )
+        """ElChe's counts, cut to 1/reports_per_epoch of the epoch (reports fall on window ends)."""
+        n, e = self.spec.reports_per_epoch, self.elche
+        return e.counts if n <= 1 else e.clamp_total(max(1, self.batches_per_epoch // n))
 
     def _window_work(self, epoch: int, members: tuple[int, ...]) -> WindowWork:
         """Elastic: this window's batches after the committed cursor, by ElChe's counts."""
@@ -481,9 +466,8 @@ class RankEngine(EngineState):
         return max(ranks, key=lambda r: (shares[r], -r))  # type: ignore[no-any-return]
 
     def _epoch_extras(self, t_epoch: float, members: Sequence[int]) -> dict[str, Any]:
-        """A rank's last numbers of an epoch: its wall time and peak memory, and the evaluation
-        on the evaluator, which runs it before the exchange where the others wait anyway (after
-        it, they would clock its evaluation as the next epoch's idle time)."""
+        """A rank's last numbers of an epoch: wall time, peak memory, and on the evaluator the
+        evaluation (before the exchange, where the others wait anyway)."""
         out: dict[str, Any] = {"wall": now() - t_epoch, "peak_memory": peak_memory(self.device)}
         if self.spec.eval_fn is not None and self.rank == self.evaluator(members):
             out["eval"] = run_eval(self.model, self.spec.eval_fn)

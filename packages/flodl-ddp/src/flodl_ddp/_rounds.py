@@ -72,6 +72,14 @@ class Arrival:
     times: dict[str, float] = field(default_factory=dict)
 
 
+def left_early(rank: int, epoch: str) -> str:
+    """What a rank that left ``epoch`` before its end is told, and tells the others."""
+    return (
+        f"rank {rank} left {epoch} before its end; every rank must run each epoch of "
+        "session.epoch(n) to its end (the ranks count batches to know when to average)"
+    )
+
+
 def _members_of(got: Sequence[bytes], members: Sequence[int]) -> list[Any]:
     return [json.loads(b) if r in members and b else None for r, b in enumerate(got)]
 
@@ -111,12 +119,7 @@ class AveragingRound:
         here = [g for g in got if g is not None]
         for g in here:
             if "left" in g:
-                raise PeerError(
-                    f"rank {g['left']} left the epoch before its end; every rank must run each "
-                    "epoch of session.epoch(n) to its end (the ranks count batches to know "
-                    "when to average)",
-                    rank=self.rank,
-                )
+                raise PeerError(left_early(g["left"], "the epoch"), rank=self.rank)
         actual = [g["done"] if g is not None else 0 for g in got]
         finished = not any(g["more"] for g in here)
         if not finished and report.drained is not None and not any(g["hand"] for g in here):
