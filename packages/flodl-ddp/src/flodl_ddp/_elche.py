@@ -29,6 +29,7 @@ from typing import Any
 
 from flodl_core import CheckpointError, ConfigError, check_finite, check_int
 
+from ._errors import check_state_keys
 from ._worklist import cut_to
 
 WINDOW = 5
@@ -552,9 +553,7 @@ class ElChe:
                 f"{self.world_size}; resume with the same number of ranks"
             )
         state = self._older(state)
-        missing = [key for _, key, _ in self._STATE if key not in state]
-        if missing:
-            raise CheckpointError(f"ElChe state is missing the key {missing[0]!r}")
+        check_state_keys("ElChe", state, (key for _, key, _ in self._STATE))
         for attr, key, read in self._STATE:
             setattr(self, attr, read(state[key]))
 

@@ -59,9 +59,8 @@ class EpochWork:
         world_size: int,
         pool_fraction: float = POOL_FRACTION,
     ) -> EpochWork:
-        """Plan ``total`` batches over ``world_size`` ranks; ``shares``: per-rank throughput
-        shares (any positive scale), ``None`` while the speeds are unknown, which makes the
-        whole epoch pool."""
+        """Plan ``total`` batches over ``world_size`` ranks by per-rank throughput ``shares`` (any
+        positive scale; ``None`` while unknown: the whole epoch is pool)."""
         own_total = 0
         if shares is not None and total >= world_size:
             own_total = total - math.ceil(total * pool_fraction)
@@ -120,13 +119,10 @@ class RankWork(_Batches):
     """One rank's batches of an epoch, pulled one at a time.
 
     Args:
-        work: the epoch's plan (identical on every rank).
-        rank: this rank.
+        work: the epoch's plan (identical on every rank); ``rank``: this rank.
         claim: ``claim(k)`` adds ``k`` to the pool's shared counter of claimed batches and
-            returns the count before (the store's atomic add minus ``k``).
-        peek: how many pool batches were claimed so far.
-        size: ``size(left)``: how many batches to claim with ``left`` unclaimed
-            (:func:`claim_size`).
+            returns the count before; ``peek()``: the count so far.
+        size: ``size(left)``: how many to claim with ``left`` unclaimed (:func:`claim_size`).
         open_block: an :data:`Opener` (e.g. over a loader's ``shard_range(...).epoch(e)``).
     """
 
@@ -178,20 +174,11 @@ class RankWork(_Batches):
 
 
 class WindowWork(_Batches):
-    """One rank's batches of one elastic window: the next ``Σ counts`` batches of the epoch
-    order after ``start`` (the committed cursor), cut into consecutive slices for the members
-    in rank order. Nobody's share is tied to a rank that may die, so a dead rank's batches
-    simply go to whoever is alive at the next window; a window that does not commit is planned
-    again from the same cursor.
-
-    Args:
-        start: the epoch's committed cursor (batches done).
-        total: batches in the epoch.
-        counts: every rank's count for the window (0 for non-members; see ``ElChe.counts``),
-            cut down proportionally (:func:`cut_to`) when fewer batches are left.
-        rank: this rank.
-        open_block: as for :class:`RankWork`.
-    """
+    """One rank's batches of one elastic window: the next ``Σ counts`` batches of the ``total``
+    of the epoch after ``start`` (the committed cursor), in consecutive slices for the members in
+    rank order, so a dead rank's share simply goes to the living at the next window.
+    ``counts``: every rank's count (0 for non-members), cut down (:func:`cut_to`) when fewer
+    batches are left; ``open_block``: an :data:`Opener`."""
 
     def __init__(
         self, start: int, total: int, counts: Sequence[int], rank: int, open_block: Opener
