@@ -109,8 +109,7 @@ def all_reduce_buckets(
         dist.all_reduce(buf, op=red, group=group)
         out = buf if buf.dtype == flat.dtype else buf.to(flat.dtype)
         if average:
-            # Integer tensors would truncate in place; divide floats only, integers floor-divide
-            # (a count of items averaged is rarely meaningful, but keeps the dtype).
+            # integers floor-divide (in place a float would be truncated anyway): dtype kept
             out = out / world if out.is_floating_point() else out // world
         _unflatten_into(out, members)
 

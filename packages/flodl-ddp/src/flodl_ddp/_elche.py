@@ -177,8 +177,6 @@ class ElChe:
         self._calibrations = 0
         self._smoothed: list[float | None] = [None] * n
 
-    # ---- read-only state ----------------------------------------------------------------------
-
     @property
     def counts(self) -> list[int]:
         """Batches each rank runs in the next window."""
@@ -281,8 +279,6 @@ class ElChe:
             return []
         return [r for r, d in enumerate(done) if d - min(done) > self.max_batch_diff]
 
-    # ---- updates --------------------------------------------------------------------------------
-
     def report_timing(
         self,
         wall_ms: Sequence[float],
@@ -347,9 +343,7 @@ class ElChe:
         smoothed = self._member_speeds()
         settling = not self._settled and not any(self._provisional[r] for r in self._active())
         self._settled = self._settled or settling
-        # The first calibration always holds a provisional reading (the last rank to report
-        # has just made its first), so an anchor ElChe elected, rather than one the hint or the
-        # partition ratios gave, was elected from one: settling elects it again.
+        # an anchor elected (not given) at the first calibration came from a provisional reading
         given = self._hint_ratio is not None or self._ratios is not None
         if self._anchor_rank is None or self.phase >= Phase.STABLE or (settling and not given):
             self._anchor_rank = self._elect(smoothed)
@@ -500,8 +494,6 @@ class ElChe:
             return False
         self._update_counts(first=not self.calibrated)
         return True
-
-    # ---- persistence ----------------------------------------------------------------------------
 
     # (attribute, key, how a loaded value is read back); plain JSON types only
     _STATE: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (

@@ -180,8 +180,6 @@ class RankEngine(EngineState):
             self.comm, self.device, avg, elche, s.guard, self.meta, over, self.tally, self.ledger
         )
 
-    # ---- data ---------------------------------------------------------------------------------
-
     def _setup_data(self) -> None:
         s = self.spec
         self.loader = DataLoader(
@@ -230,8 +228,6 @@ class RankEngine(EngineState):
             t = now()
             self.slowdown.settle()
             self._compute_s += now() - t
-
-    # ---- the step -----------------------------------------------------------------------------
 
     def step(self, loss: Tensor) -> None:
         """Backward, per-rank clipping, optimizer step, zero_grad; the loss is recorded."""
@@ -288,8 +284,6 @@ class RankEngine(EngineState):
         groups = self.optimizer.param_groups
         return float(groups[0]["lr"]) if groups else math.nan
 
-    # ---- epochs -------------------------------------------------------------------------------
-
     def epoch(self, epoch: int) -> Iterator[Any]:
         """This rank's batches of ``epoch``; averages between batches as the policy says.
 
@@ -313,8 +307,7 @@ class RankEngine(EngineState):
     def _leave(self, epoch: int) -> None:
         self.left = left_early(self.rank, f"epoch {epoch}")
         if not self.spec.sync and self.world > 1 and not self.elastic:
-            # the others wait at this window's arrival: tell them there, without waiting for
-            # them (they may be stuck, and this rank may be failing)
+            # where the others wait (this window's arrival), without waiting for them
             with contextlib.suppress(Exception):
                 self.comm.post("n", json.dumps({"left": self.rank}).encode())
 
@@ -452,8 +445,6 @@ class RankEngine(EngineState):
             finish=finish,
         )
 
-    # ---- epoch end ----------------------------------------------------------------------------
-
     def evaluator(self, members: Sequence[int]) -> int:
         """The rank that runs ``eval_fn`` (``eval_on``): the named rank, or the fastest member
         by ElChe's shares (the first member before any measurement, and in sync mode)."""
@@ -523,8 +514,6 @@ class RankEngine(EngineState):
             self.load_state_dict(snap)
             self._emit("rollback", self.next_epoch)
         return False
-
-    # ---- timeline and result ---------------------------------------------------------------
 
     def gather_timeline(self) -> Any:
         """Rank 0: every rank's timeline merged; other ranks: ``None``. A collective."""
