@@ -21,20 +21,6 @@ from flodl_core import CheckpointError, ConfigError, check_finite
 from ._errors import check_state_keys
 
 
-def _check(global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
-    if len(global_params) != len(averaged):
-        raise ConfigError(
-            f"outer step got {len(global_params)} global tensors and {len(averaged)} averaged "
-            "ones; pass the same parameters in the same order"
-        )
-    for i, (g, a) in enumerate(zip(global_params, averaged, strict=True)):
-        if g.shape != a.shape:
-            raise ConfigError(
-                f"outer step: tensor {i} has shape {tuple(g.shape)} globally but "
-                f"{tuple(a.shape)} averaged"
-            )
-
-
 def _cpu(v: Any) -> Any:
     """What a state dict keeps of ``v``: a CPU copy of a tensor, anything else as it is."""
     return v.detach().cpu().clone() if isinstance(v, Tensor) else v
@@ -50,7 +36,17 @@ class OuterOptimizer:
     def step(self, global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
         """One outer step. ``global_params``: the weights every replica started the window
         from; ``averaged``: the replicas' (count-weighted) average at its end."""
-        _check(global_params, averaged)
+        if len(global_params) != len(averaged):
+            raise ConfigError(
+                f"outer step got {len(global_params)} global tensors and {len(averaged)} averaged "
+                "ones; pass the same parameters in the same order"
+            )
+        for i, (g, a) in enumerate(zip(global_params, averaged, strict=True)):
+            if g.shape != a.shape:
+                raise ConfigError(
+                    f"outer step: tensor {i} has shape {tuple(g.shape)} globally but "
+                    f"{tuple(a.shape)} averaged"
+                )
         with torch.no_grad():
             deltas = [g - a for g, a in zip(global_params, averaged, strict=True)]
             self._step(list(global_params), deltas)
