@@ -115,8 +115,8 @@ class ElChe:
         self.world_size = check_int(world_size, "world_size", ge=1)
         check_int(anchor, "anchor", ge=1)
         self.max_anchor = check_int(max_anchor, "max_anchor", ge=1)
-        self.min_anchor = (
-            anchor if min_anchor is None else check_int(min_anchor, "min_anchor", ge=1)
+        self.min_anchor = check_int(
+            anchor if min_anchor is None else min_anchor, "min_anchor", ge=1
         )
         if anchor > self.max_anchor:
             raise ConfigError(
@@ -136,7 +136,12 @@ class ElChe:
         self.last_bench: tuple[int, float, float] | None = None
         """``(rank, gain, overhead)`` of the last benching (see :attr:`benched`)."""
         self._hint_ratio, self._ratios, self._anchor_rank = self._seed(speed_hint, partition_ratios)
-        self._start_readings()
+        n = self.world_size  # no reading yet: empty trust windows, no calibration
+        self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(n)]
+        self._provisional, self._misses = [False] * n, [0] * n
+        self._settled = False  # a calibration made of settled readings only has happened
+        self._calibrations = 0
+        self._smoothed: list[float | None] = [None] * n
         self._slow_ms = 0.0
         self._overhead: float | None = None
         self._counts = self._cold_counts()
@@ -166,16 +171,6 @@ class ElChe:
         if slow >= n:
             raise ConfigError(f"speed_hint slow_rank {slow} is out of range for world_size {n}")
         return check_finite(hint[1], "speed_hint ratio", gt=0.0), shares, slow
-
-    def _start_readings(self) -> None:
-        """No reading yet: empty trust windows, no calibration."""
-        n = self.world_size
-        self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(n)]
-        self._provisional = [False] * n
-        self._settled = False  # a calibration made of settled readings only has happened
-        self._misses = [0] * n
-        self._calibrations = 0
-        self._smoothed: list[float | None] = [None] * n
 
     @property
     def counts(self) -> list[int]:
@@ -213,12 +208,8 @@ class ElChe:
 
     @property
     def phase(self) -> Phase:
-        c = self._calibrations
-        if c >= MATURE_AT:
-            return Phase.MATURE
-        if c >= STABLE_AT:
-            return Phase.STABLE
-        return Phase.WARMUP if c >= 1 else Phase.PROBE
+        """The maturity: how many of 1, ``STABLE_AT``, ``MATURE_AT`` calibrations were reached."""
+        return Phase(sum(self._calibrations >= at for at in (1, STABLE_AT, MATURE_AT)))
 
     @property
     def ms_per_batch(self) -> list[float | None]:
