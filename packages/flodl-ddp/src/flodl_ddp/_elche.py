@@ -291,10 +291,7 @@ class ElChe:
             allow_growth: ``False`` when a convergence guard asked to hold the anchor (its
                 ``SuppressGrowth``): the auto-tune may then shrink the anchor but not grow it.
         """
-        walls = [
-            check_finite(w, f"wall_ms[{r}]", ge=0.0)
-            for r, w in enumerate(self._per_rank("wall_ms", wall_ms))
-        ]
+        walls = self._per_rank("wall_ms", wall_ms)
         done = self._per_rank("batches", batches)
         sync = check_finite(sync_ms, "sync_ms", ge=0.0)
         for r in self._members:
@@ -541,14 +538,16 @@ class ElChe:
             setattr(self, attr, read(state[key]))
 
     def _per_rank(self, name: str, values: Sequence[Any]) -> list[Any]:
+        """``values``, one per rank, checked."""
         vals = list(values)
         if len(vals) != self.world_size:
             raise ConfigError(
                 f"{name} has {len(vals)} entries, expected one per rank ({self.world_size})"
             )
-        if name != "wall_ms":
-            for r, v in enumerate(vals):
-                check_int(v, f"{name}[{r}]", ge=0)
+        if name == "wall_ms":  # milliseconds; the others are batch counts
+            return [check_finite(v, f"{name}[{r}]", ge=0.0) for r, v in enumerate(vals)]
+        for r, v in enumerate(vals):
+            check_int(v, f"{name}[{r}]", ge=0)
         return vals
 
     def __repr__(self) -> str:
