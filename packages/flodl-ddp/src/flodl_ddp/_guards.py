@@ -34,11 +34,9 @@ class ActionKind(enum.Enum):
 
 @dataclass(frozen=True)
 class ConvergenceAction:
-    """A guard's verdict. ``factor`` is set for ``NUDGE_DOWN`` only.
-
-    Use the constants ``ConvergenceAction.STABLE``, ``ConvergenceAction.SUPPRESS_GROWTH`` and
-    ``ConvergenceAction.nudge_down(factor)``.
-    """
+    """A guard's verdict (``factor`` for ``NUDGE_DOWN`` only): use the constants
+    ``ConvergenceAction.STABLE``, ``ConvergenceAction.SUPPRESS_GROWTH`` and
+    ``ConvergenceAction.nudge_down(factor)``."""
 
     kind: ActionKind
     factor: float | None = None
@@ -120,19 +118,16 @@ class NoGuard(ConvergenceGuard):
         return "NoGuard()"
 
 
-TREND_WINDOW = 5
-
-
 class TrendGuard(ConvergenceGuard):
     """``SUPPRESS_GROWTH`` when the last three ``D`` are strictly increasing and the last exceeds
-    ``threshold``; ``STABLE`` otherwise (also before three values were seen).
+    ``threshold``; ``STABLE`` otherwise (also before three values were seen). Keeps a ring of
+    the last ``WINDOW`` (5) ``D`` values. Never nudges the anchor down."""
 
-    Keeps a ring of the last 5 ``D`` values. Never nudges the anchor down.
-    """
+    WINDOW: ClassVar[int] = 5
 
     def __init__(self, threshold: float = 0.05) -> None:
         self.threshold = check_finite(threshold, "threshold", ge=0)
-        self._history: deque[float] = deque(maxlen=TREND_WINDOW)
+        self._history: deque[float] = deque(maxlen=self.WINDOW)
 
     @property
     def history(self) -> list[float]:
@@ -156,7 +151,7 @@ class TrendGuard(ConvergenceGuard):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_state_keys("TrendGuard", state, ["history"])
-        self._history = deque(map(float, state["history"]), maxlen=TREND_WINDOW)
+        self._history = deque(map(float, state["history"]), maxlen=self.WINDOW)
 
     def __repr__(self) -> str:
         return f"TrendGuard(threshold={self.threshold:g})"
