@@ -145,14 +145,9 @@ class DiLoCo(_MomentumOuter):
         super().__init__(lr, momentum)
 
     def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
-        bufs = self._placed(params)
-        if bufs is None:
-            bufs = [d.clone() for d in deltas]
-        else:
-            for b, d in zip(bufs, deltas, strict=True):
-                b.mul_(self.momentum).add_(d)
-        self._buf = bufs
-        for p, d, b in zip(params, deltas, bufs, strict=True):
+        self._buf = self._placed(params) or [torch.zeros_like(d) for d in deltas]  # first: b = Δ
+        for p, d, b in zip(params, deltas, self._buf, strict=True):
+            b.mul_(self.momentum).add_(d)
             p.add_(d.add(b, alpha=self.momentum), alpha=-self.lr)
 
     def __repr__(self) -> str:
