@@ -63,12 +63,11 @@ class WindowReport:
 class Arrival:
     """What every member agreed on in :meth:`AveragingRound.average`: the batches each rank ran
     (0 for a non-member), whether no member has data left in the epoch (``finished``) and
-    whether some member's ran out (``cut``: the window was cut short)."""
+    whether some member's ran out (``cut``: the window was cut short); ``times``: this rank's."""
 
     actual: list[int]
     finished: bool
     cut: bool
-    divergence: float
     times: dict[str, float] = field(default_factory=dict)
 
 
@@ -146,7 +145,7 @@ class AveragingRound:
         led.span("sync", idle_end, sync_end)
         secs = {"ms": report.compute_s, "sync_ms": sync, "boundary_ms": sync_end - t_end}
         times = {"div": div, **{k: v * 1000.0 for k, v in secs.items()}}
-        return Arrival(actual, finished, cut, div, times)
+        return Arrival(actual, finished, cut, times)
 
     def settle(
         self,
