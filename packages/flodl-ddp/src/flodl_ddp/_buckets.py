@@ -1,11 +1,9 @@
 """Collectives over many tensors at once: flatten into buckets, one collective per bucket.
 
-Consecutive tensors of one device and dtype are flattened into ~25 MB buckets, so a collective's
-fixed latency (2-6 ms on gloo) is paid once per bucket rather than per tensor, as
-``DistributedDataParallel`` does; the results are copied back into the callers' own tensors.
-``wire_dtype=torch.bfloat16`` halves the bytes of float tensors on the wire (cast before, cast
-back after: the sum is accumulated in bfloat16, the price of the halved traffic); integer
-tensors are never cast.
+Consecutive tensors of one device and dtype go into ~25 MB buckets (as
+``DistributedDataParallel``), so a collective's fixed latency (2-6 ms on gloo) is paid per bucket,
+not per tensor. ``wire_dtype=torch.bfloat16`` halves the bytes of float tensors on the wire (the
+sum is then accumulated in bfloat16); integer tensors are never cast.
 """
 
 from __future__ import annotations
@@ -111,8 +109,7 @@ def all_reduce_buckets(
         dist.all_reduce(buf, op=red, group=group)
         out = buf if buf.dtype == flat.dtype else buf.to(flat.dtype)
         if average:
-            # Integer tensors would truncate in place; divide floats only, integers floor-divide
-            # (a count of items averaged is rarely meaningful, but keeps the dtype).
+            # integers floor-divide (in place a float would be truncated anyway): dtype kept
             out = out / world if out.is_floating_point() else out // world
         _unflatten_into(out, members)
 

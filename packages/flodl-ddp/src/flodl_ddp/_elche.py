@@ -1,56 +1,22 @@
 """ElChe: "the column marches at the slowest one's pace".
 
-A plain, deterministic class with no process group. Every rank keeps an identical copy and feeds
-it the same all-gathered numbers, so every rank reaches the same decisions without another
-message. Timings go in (:meth:`ElChe.report_timing`), the next window's batch counts and anchor
-come out.
+A plain, deterministic class with no process group: every rank keeps an identical copy fed the
+same all-gathered numbers, so all reach the same decisions without another message. Timings go
+in (:meth:`ElChe.report_timing`); the next window's batch counts and anchor come out. The rules
+in brief (in full, with why: ARCHITECTURE-NOTES.md, ``_elche``):
 
-The rules (floDl's "ddp-scale" ElChe):
-
-- **Trust window.** Each rank's milliseconds per batch (``wall_ms / batches``, the batches it
-  actually ran) go into a ring of the last 5 readings; the smoothed speed is their mean. A zero or
-  invalid reading is a *miss*; 5 misses in a row clear that rank's window.
-- **Provisional first reading.** A rank's first reading (into an empty window) carries one-off
-  costs: a GPU's context, library handles and lazily loaded kernels, the allocator's first
-  growth, page faults. On a GPU that can be hundreds of milliseconds, enough to make an H200 look
-  slower than one CPU core for the next five windows. So it is used (nothing better exists yet)
-  and replaced by the rank's second reading instead of being averaged with it. The first
-  calibration made of settled readings only sets the counts as a first calibration does (no
-  dead zone) and re-elects an anchor rank that was elected from provisional readings.
-- **Calibration.** A report after which every rank has at least one reading calibrates: phase
-  Probe (0 calibrations) → Warmup (first) → Stable (≥ 5) → Mature (≥ 20).
-- **Anchor election** (when no anchor rank exists yet, or in Stable and later): the slow cohort
-  is every rank within 15 % of the slowest (``ms ≥ 0.85 · slowest``). The current anchor rank
-  keeps the job while it is in the cohort unless the slowest is more than 10 % slower than it;
-  without a current anchor in the cohort, the lowest rank of the cohort is elected.
-- **Overhead auto-tune** (Stable and later): ``overhead = sync_ms / max(wall_ms)``. Above
-  ``overhead_target`` the anchor grows to ``ceil(anchor · overhead / target)`` (unless a guard
-  suppressed growth); below ``target / 2`` it shrinks by one; always within
-  ``[min_anchor, max_anchor]``.
-- **Batch counts.** The anchor rank runs ``anchor`` batches; rank ``r`` runs
-  ``round(anchor · slow_ms / ms_r)`` (at least 1, halves rounded up), ``slow_ms`` being the anchor
-  rank's speed. After the first calibration a count only moves when the target differs from it by
-  more than 5 % (dead zone), and by at most ``max_batch_diff`` per update when that is set (on
-  the first calibration too). The anchor rank is exempt from both: it always runs exactly
-  ``anchor`` batches. ``max_batch_diff=0`` is lockstep: every rank runs ``anchor`` batches.
-- **Members** (elastic runs, :meth:`ElChe.set_members`): a rank that is not a member runs 0
-  batches, reports nothing (no miss) and is never elected; a rank that (re)joins starts with an
-  empty trust window and the cold count ``anchor``, and its first reading is provisional, as a
-  new rank's. Calibrations, the anchor election and the counts cover the members only, so the
-  survivors re-balance as soon as a rank leaves.
-- **Never slower** (Stable and later). A rank adds what it trains, ``gain = Σ_others 1/ms_r ÷
-  (1/ms_fastest)`` of the fastest rank's throughput, and costs every window its boundary (the
-  averaging and the waits: ``overhead``). So the overhead auto-tune aims at
-  ``min(overhead_target, gain / 2)``: windows grow until the rounds cost at most half of what
-  the slower ranks add. When even then ``overhead >= gain`` (the anchor is at ``max_anchor``, or
-  a guard holds its growth), the slowest rank is *benched*: it runs 0 batches, takes no pool
-  work and no part in the counts or the election; it still joins the rounds, weight 0, so its
-  replica follows. Benched ranks are measured again in the first window of every epoch
-  (:meth:`ElChe.reprobe`) and stay in while they pay for themselves.
-- **Cold start.** Before the first calibration every rank runs ``anchor`` batches, unless
-  ``speed_hint=(slow_rank, ratio)`` seeds ``slow_rank`` with ``anchor`` and the others with
-  ``round(anchor · ratio)``. The anchor rank is the hinted one, else the one with the smallest
-  ``partition_ratios`` entry, else elected at the first calibration.
+- each rank's ms per batch goes into a trust window of its last ``WINDOW`` readings; its first
+  reading into an empty window is provisional (one-off start-up costs) and the next replaces it;
+- a report after which every training member has a reading calibrates (phases Probe, Warmup,
+  Stable, Mature); the anchor rank is elected from the slow cohort (within ``COHORT_BAND`` of the
+  slowest; a challenger must be ``DOMINANCE_MARGIN`` slower to take over);
+- from Stable on the anchor follows ``overhead = sync_ms / max(wall_ms)`` toward
+  ``min(overhead_target, gain / 2)``, and a rank that costs more than it adds is benched
+  (0 batches, weight 0) until the next epoch's :meth:`ElChe.reprobe`;
+- the anchor rank runs ``anchor`` batches, rank ``r`` ``round(anchor · slow_ms / ms_r)``, moved
+  only outside a ``DEAD_ZONE`` and by at most ``max_batch_diff`` (0: lockstep);
+- a non-member (:meth:`ElChe.set_members`) runs 0 batches; a (re)joining rank is measured afresh;
+- before calibration every rank runs ``anchor`` batches, or as ``speed_hint`` says.
 """
 
 from __future__ import annotations
@@ -62,6 +28,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flodl_core import CheckpointError, ConfigError, check_finite, check_int
+
+from ._errors import check_state_keys
+from ._worklist import cut_to
 
 WINDOW = 5
 """Readings kept per rank (the trust window)."""
@@ -99,16 +68,13 @@ def _slow_cohort(smoothed: Sequence[float | None]) -> list[int]:
 
 
 def _round_half_up(x: float) -> int:
-    # Python's round() sends halves to the even integer; counts follow the usual rule.
+    """``x`` rounded, halves up (Python's round() sends them to the even integer)."""
     return math.floor(x + 0.5)
 
 
-def _int_arg(name: str, value: object, low: int) -> int:
-    return check_int(value, name, ge=low)
-
-
-def _finite(name: str, value: object, *, positive: bool = False) -> float:
-    return check_finite(value, name, gt=0.0) if positive else check_finite(value, name, ge=0.0)
+def _plain(v: Any) -> Any:
+    """``v`` with its deques and lists (nested too) as lists: plain JSON types."""
+    return [_plain(x) for x in v] if isinstance(v, (list, deque)) else v
 
 
 class ElChe:
@@ -146,10 +112,12 @@ class ElChe:
         speed_hint: tuple[int, float] | None = None,
         partition_ratios: Sequence[float] | None = None,
     ) -> None:
-        self.world_size = _int_arg("world_size", world_size, 1)
-        _int_arg("anchor", anchor, 1)
-        self.max_anchor = _int_arg("max_anchor", max_anchor, 1)
-        self.min_anchor = anchor if min_anchor is None else _int_arg("min_anchor", min_anchor, 1)
+        self.world_size = check_int(world_size, "world_size", ge=1)
+        check_int(anchor, "anchor", ge=1)
+        self.max_anchor = check_int(max_anchor, "max_anchor", ge=1)
+        self.min_anchor = check_int(
+            anchor if min_anchor is None else min_anchor, "min_anchor", ge=1
+        )
         if anchor > self.max_anchor:
             raise ConfigError(
                 f"anchor={anchor} exceeds max_anchor={self.max_anchor}; raise max_anchor"
@@ -158,20 +126,22 @@ class ElChe:
             raise ConfigError(
                 f"min_anchor={self.min_anchor} exceeds anchor={anchor}; lower min_anchor"
             )
-        target = _finite("overhead_target", overhead_target, positive=True)
-        lo, hi = OVERHEAD_TARGET_RANGE
-        self.overhead_target = min(max(target, lo), hi)
-        self.max_batch_diff = (
-            None if max_batch_diff is None else _int_arg("max_batch_diff", max_batch_diff, 0)
-        )
+        target = check_finite(overhead_target, "overhead_target", gt=0.0)
+        self.overhead_target = min(max(target, OVERHEAD_TARGET_RANGE[0]), OVERHEAD_TARGET_RANGE[1])
+        mbd = max_batch_diff
+        self.max_batch_diff = None if mbd is None else check_int(mbd, "max_batch_diff", ge=0)
         self.relax_up = bool(relax_up)
-        self._anchor = anchor
-        self._members = list(range(world_size))
+        self._anchor, self._members = anchor, list(range(world_size))
         self._benched: list[int] = []
         self.last_bench: tuple[int, float, float] | None = None
         """``(rank, gain, overhead)`` of the last benching (see :attr:`benched`)."""
         self._hint_ratio, self._ratios, self._anchor_rank = self._seed(speed_hint, partition_ratios)
-        self._start_readings()
+        n = self.world_size  # no reading yet: empty trust windows, no calibration
+        self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(n)]
+        self._provisional, self._misses = [False] * n, [0] * n
+        self._settled = False  # a calibration made of settled readings only has happened
+        self._calibrations = 0
+        self._smoothed: list[float | None] = [None] * n
         self._slow_ms = 0.0
         self._overhead: float | None = None
         self._counts = self._cold_counts()
@@ -190,29 +160,17 @@ class ElChe:
                     "give one ratio per rank"
                 )
             shares = [
-                _finite(f"partition_ratios[{i}]", r, positive=True) for i, r in enumerate(ratios)
+                check_finite(r, f"partition_ratios[{i}]", gt=0.0) for i, r in enumerate(ratios)
             ]
             anchor_rank = min(range(n), key=lambda i: (shares[i], i))
         if hint is None:
             return None, shares, anchor_rank
         if not isinstance(hint, tuple) or len(hint) != 2:
             raise ConfigError(f"speed_hint must be a (slow_rank, ratio) tuple, got {hint!r}")
-        slow = _int_arg("speed_hint slow_rank", hint[0], 0)
+        slow = check_int(hint[0], "speed_hint slow_rank", ge=0)
         if slow >= n:
             raise ConfigError(f"speed_hint slow_rank {slow} is out of range for world_size {n}")
-        return _finite("speed_hint ratio", hint[1], positive=True), shares, slow
-
-    def _start_readings(self) -> None:
-        """No reading yet: empty trust windows, no calibration."""
-        n = self.world_size
-        self._windows: list[deque[float]] = [deque(maxlen=WINDOW) for _ in range(n)]
-        self._provisional = [False] * n
-        self._settled = False  # a calibration made of settled readings only has happened
-        self._misses = [0] * n
-        self._calibrations = 0
-        self._smoothed: list[float | None] = [None] * n
-
-    # ---- read-only state ----------------------------------------------------------------------
+        return check_finite(hint[1], "speed_hint ratio", gt=0.0), shares, slow
 
     @property
     def counts(self) -> list[int]:
@@ -226,14 +184,18 @@ class ElChe:
 
     @property
     def anchor_rank(self) -> int:
-        """The rank that sets the pace (the first member until elected when no hint named
-        one)."""
+        """The rank that sets the pace (the first member until one is elected or given)."""
         return self._members[0] if self._anchor_rank is None else self._anchor_rank
 
     @property
     def members(self) -> list[int]:
         """The ranks taking part (every rank unless :meth:`set_members` said otherwise)."""
         return list(self._members)
+
+    @property
+    def benched(self) -> list[int]:
+        """Ranks that cost more than they add and train nothing (module doc)."""
+        return list(self._benched)
 
     @property
     def calibrations(self) -> int:
@@ -246,76 +208,59 @@ class ElChe:
 
     @property
     def phase(self) -> Phase:
-        c = self._calibrations
-        if c >= MATURE_AT:
-            return Phase.MATURE
-        if c >= STABLE_AT:
-            return Phase.STABLE
-        return Phase.WARMUP if c >= 1 else Phase.PROBE
+        """The maturity: how many of 1, ``STABLE_AT``, ``MATURE_AT`` calibrations were reached."""
+        return Phase(sum(self._calibrations >= at for at in (1, STABLE_AT, MATURE_AT)))
 
     @property
     def ms_per_batch(self) -> list[float | None]:
         """Each rank's smoothed milliseconds per batch (mean of its window; ``None`` if empty)."""
         return [sum(w) / len(w) if w else None for w in self._windows]
 
-    def outpaces_slow_cohort(self, rank: int) -> bool:
-        """Whether ``rank``'s batches are calibrated as shorter than the slow cohort's (its
-        smoothed ms per batch below ``(1 - COHORT_BAND)`` times the slowest). ``False`` before
-        calibration, when nothing is known."""
-        if not self.calibrated or any(self._smoothed[r] is None for r in self._active()):
-            return False
-        return rank in self._active() and rank not in _slow_cohort(self._member_speeds())
-
     @property
     def overhead(self) -> float | None:
         """The last measured ``sync_ms / max(wall_ms)`` (``None`` before any)."""
         return self._overhead
 
-    def anchor_wall_ms(self) -> float:
-        """The window's expected wall time: ``anchor × slow_ms`` (0 before calibration).
+    def outpaces_slow_cohort(self, rank: int) -> bool:
+        """Whether ``rank`` is calibrated as faster than the slow cohort (``False`` before
+        calibration, when nothing is known)."""
+        if not self.calibrated or any(self._smoothed[r] is None for r in self._active()):
+            return False
+        return rank in self._active() and rank not in _slow_cohort(self._member_speeds())
 
-        The cadence policy averages when the slowest rank's accumulated compute reaches it.
-        """
+    def anchor_wall_ms(self) -> float:
+        """The window's expected wall time: ``anchor × slow_ms`` (0 before calibration)."""
         return self._anchor * self._slow_ms if self.calibrated else 0.0
+
+    def gain(self) -> float:
+        """What the training ranks other than the fastest add to its throughput, as a fraction
+        of it (``1 / F`` for a pair whose second rank is ``F`` times slower); 0 before any
+        measurement."""
+        speeds = [1.0 / ms for ms in self._member_speeds() if ms]
+        return (sum(speeds) - max(speeds)) / max(speeds) if speeds else 0.0
 
     def throughput_shares(self) -> list[float]:
         """Each rank's share of the throughput, ``(1/ms_r) / Σ 1/ms`` once calibrated; before,
         the normalised ``partition_ratios`` or equal shares. Sums to 1."""
-        speeds = self._member_speeds()
-        active = self._active()
+        speeds, active = self._member_speeds(), self._active()
         if self.calibrated and all(speeds[r] is not None for r in active):
             inv = [1.0 / s if s else 0.0 for s in speeds]
-        elif self._ratios is not None:
-            inv = [x if r in active else 0.0 for r, x in enumerate(self._ratios)]
         else:
-            inv = [1.0 if r in active else 0.0 for r in range(self.world_size)]
-        total = sum(inv)
-        return [x / total for x in inv]
+            ratios = self._ratios or [1.0] * self.world_size
+            inv = [x if r in active else 0.0 for r, x in enumerate(ratios)]
+        return [x / sum(inv) for x in inv]
 
     def recent_batch_share(self) -> list[float]:
         """Each rank's share of the batches over the last 10 count snapshots (one per report);
         the current counts' share before any report."""
         snaps = list(self._history) or [self._counts]
         sums = [sum(s[r] for s in snaps) for r in range(self.world_size)]
-        total = sum(sums)
-        return [x / total for x in sums]
+        return [x / sum(sums) for x in sums]
 
     def clamp_total(self, max_total: int) -> list[int]:
         """The counts scaled down so they sum to at most ``max_total`` (e.g. the batches left in
-        the epoch): floors of the proportional share, then the remainder one by one from rank 0.
-        The stored counts are not changed.
-
-        Example: counts ``[20, 10]``, ``max_total=16`` → floors ``[10, 5]`` (15) → ``[11, 5]``.
-        """
-        _int_arg("max_total", max_total, 0)
-        total = sum(self._counts)
-        if total <= max_total:
-            return list(self._counts)
-        out = [c * max_total // total for c in self._counts]
-        ranks = [r for r, c in enumerate(self._counts) if c > 0]  # a rank with none gets none
-        for i in range(max_total - sum(out)):
-            out[ranks[i % len(ranks)]] += 1
-        return out
+        the epoch), as :func:`~._worklist.cut_to` does; the stored counts are not changed."""
+        return cut_to(self._counts, check_int(max_total, "max_total", ge=0))
 
     def throttled(self, counts_done: Sequence[int]) -> list[int]:
         """Ranks that lead the slowest one by more than ``max_batch_diff`` batches in the
@@ -323,10 +268,7 @@ class ElChe:
         done = self._per_rank("counts_done", counts_done)
         if self.max_batch_diff is None:
             return []
-        floor = min(done)
-        return [r for r, d in enumerate(done) if d - floor > self.max_batch_diff]
-
-    # ---- updates --------------------------------------------------------------------------------
+        return [r for r, d in enumerate(done) if d - min(done) > self.max_batch_diff]
 
     def report_timing(
         self,
@@ -349,29 +291,23 @@ class ElChe:
             allow_growth: ``False`` when a convergence guard asked to hold the anchor (its
                 ``SuppressGrowth``): the auto-tune may then shrink the anchor but not grow it.
         """
-        walls = [
-            _finite(f"wall_ms[{r}]", w) for r, w in enumerate(self._per_rank("wall_ms", wall_ms))
-        ]
+        walls = self._per_rank("wall_ms", wall_ms)
         done = self._per_rank("batches", batches)
-        sync = _finite("sync_ms", sync_ms)
+        sync = check_finite(sync_ms, "sync_ms", ge=0.0)
         for r in self._members:
             if done[r] > 0 and walls[r] > 0:
                 self._read(r, walls[r] / done[r])
-            elif r in self._benched:  # not expected to run: no miss
-                continue
-            else:
+            elif r not in self._benched:  # a benched rank is not expected to run: no miss
                 self._misses[r] += 1
                 if self._misses[r] >= MAX_MISSES:
-                    self._windows[r].clear()
-                    self._provisional[r] = False
-                    self._misses[r] = 0
+                    self._forget(r)
         if all(self._windows[r] for r in self._active()):
             self._calibrate(walls, sync, allow_growth and not cut, cut)
         self._history.append(list(self._counts))
 
     def _read(self, rank: int, ms: float) -> None:
         """One valid reading of ``rank``: the first into an empty window is provisional and the
-        next replaces it (see the module's docstring)."""
+        next replaces it."""
         window = self._windows[rank]
         if self._provisional[rank]:
             window.clear()
@@ -381,26 +317,28 @@ class ElChe:
         window.append(ms)
         self._misses[rank] = 0
 
+    def _forget(self, rank: int) -> None:
+        """Empty ``rank``'s trust window: it is measured afresh."""
+        self._windows[rank].clear()
+        self._provisional[rank] = False
+        self._misses[rank] = 0
+
     def _calibrate(
         self, walls: list[float], sync_ms: float, allow_growth: bool, cut: bool = False
     ) -> None:
         self._calibrations += 1
-        self._smoothed = [sum(w) / len(w) if w else None for w in self._windows]
+        self._smoothed = self.ms_per_batch
         smoothed = self._member_speeds()
         settling = not self._settled and not any(self._provisional[r] for r in self._active())
-        if settling:
-            self._settled = True
-        # The first calibration always holds a provisional reading (the last rank to report
-        # has just made its first), so an anchor ElChe elected, rather than one the hint or the
-        # partition ratios gave, was elected from one: settling elects it again.
+        self._settled = self._settled or settling
+        # an anchor elected (not given) at the first calibration came from a provisional reading
         given = self._hint_ratio is not None or self._ratios is not None
         if self._anchor_rank is None or self.phase >= Phase.STABLE or (settling and not given):
             self._anchor_rank = self._elect(smoothed)
         self._slow_ms = float(smoothed[self.anchor_rank])  # type: ignore[arg-type]
         if max(walls) > 0:
             self._overhead = sync_ms / max(walls)
-            # Early windows are dominated by warm-up costs: tune only once the speeds settled.
-            if self.phase >= Phase.STABLE:
+            if self.phase >= Phase.STABLE:  # early windows are dominated by warm-up costs
                 self._auto_tune(self._overhead, allow_growth)
                 if not cut:
                     self._bench_if_costly(allow_growth)
@@ -414,18 +352,6 @@ class ElChe:
         """The smoothed speeds of the training members (``None`` for the other ranks)."""
         active = self._active()
         return [s if r in active else None for r, s in enumerate(self._smoothed)]
-
-    @property
-    def benched(self) -> list[int]:
-        """Ranks that cost more than they add and train nothing (module doc: Never slower)."""
-        return list(self._benched)
-
-    def gain(self) -> float:
-        """What the training ranks other than the fastest add to its throughput, as a fraction
-        of it (``1 / F`` for a pair whose second rank is ``F`` times slower); 0 before any
-        measurement."""
-        speeds = [1.0 / ms for ms in self._member_speeds() if ms]
-        return (sum(speeds) - max(speeds)) / max(speeds) if speeds else 0.0
 
     def _bench_if_costly(self, allow_growth: bool) -> None:
         """Bench the slowest training rank when the rounds cost more than the others add and
@@ -454,12 +380,12 @@ class ElChe:
     def _elect(self, smoothed: list[float | None]) -> int:
         cohort = _slow_cohort(smoothed)
         current = self._anchor_rank
-        if current is not None and current in cohort:
-            challenger = min(cohort, key=lambda r: (-smoothed[r], r))  # type: ignore[operator]
-            if smoothed[challenger] > (1.0 + DOMINANCE_MARGIN) * smoothed[current]:  # type: ignore[operator]
-                return challenger
-            return current
-        return cohort[0]
+        if current is None or current not in cohort:
+            return cohort[0]
+        challenger = min(cohort, key=lambda r: (-smoothed[r], r))  # type: ignore[operator]
+        if smoothed[challenger] > (1.0 + DOMINANCE_MARGIN) * smoothed[current]:  # type: ignore[operator]
+            return challenger
+        return current
 
     def _auto_tune(self, overhead: float, allow_growth: bool) -> None:
         target = min(self.overhead_target, max(self.gain() / 2, OVERHEAD_TARGET_RANGE[0]))
@@ -471,14 +397,15 @@ class ElChe:
             self._anchor -= 1
 
     def _targets(self) -> list[int]:
-        """Counts the current anchor asks for, before the dead zone and the per-update clamp."""
+        """Counts the current anchor asks for, before the dead zone and the per-update clamp (a
+        (re)joined rank runs ``anchor`` until its first reading)."""
         if not self.calibrated:
             return self._cold_counts()
-        out = []
+        out, active = [], self._active()
         for r, ms in enumerate(self._member_speeds()):
-            if r not in self._active():
+            if r not in active:
                 out.append(0)
-            elif r == self.anchor_rank or ms is None:  # a (re)joined rank before its reading
+            elif r == self.anchor_rank or ms is None:
                 out.append(self._anchor)
             else:
                 out.append(max(1, _round_half_up(self._anchor * self._slow_ms / ms)))
@@ -488,45 +415,40 @@ class ElChe:
         fast = self._anchor
         if self._hint_ratio is not None:
             fast = max(1, _round_half_up(self._anchor * self._hint_ratio))
+        active = self._active()
         return [
-            (self._anchor if r == self.anchor_rank else fast) if r in self._active() else 0
+            (self._anchor if r == self.anchor_rank else fast) if r in active else 0
             for r in range(self.world_size)
         ]
 
     def _update_counts(self, *, first: bool) -> None:
         """Move the counts toward their targets: the anchor rank exactly, the others outside the
         dead zone only (skipped on the first calibration, when the cold-start counts are mere
-        guesses), each by at most ``max_batch_diff``."""
-        if self.max_batch_diff == 0:  # lockstep: everyone runs the anchor's count
-            self._counts = [
-                self._anchor if r in self._active() else 0 for r in range(self.world_size)
-            ]
+        guesses), each by at most ``max_batch_diff``; lockstep: every rank runs ``anchor``."""
+        active, diff = self._active(), self.max_batch_diff
+        if diff == 0:
+            self._counts = [self._anchor if r in active else 0 for r in range(self.world_size)]
             return
         new = []
         for r, (t, c) in enumerate(zip(self._targets(), self._counts, strict=True)):
-            if r == self.anchor_rank or r not in self._active() or c == 0:
+            if r == self.anchor_rank or r not in active or c == 0:
                 new.append(t)  # the anchor rank always runs exactly `anchor`; joiners start fresh
-                continue
-            if not first and abs(t - c) <= DEAD_ZONE * c:
+            elif not first and abs(t - c) <= DEAD_ZONE * c:
                 new.append(c)
-                continue
-            if self.max_batch_diff is not None:
-                t = min(max(t, c - self.max_batch_diff), c + self.max_batch_diff)
-            new.append(max(1, t))
+            else:
+                new.append(max(1, t if diff is None else min(max(t, c - diff), c + diff)))
         self._counts = new
 
     def set_members(self, members: Sequence[int]) -> None:
-        """The ranks taking part from the next window on (module doc: **Members**). Every rank
-        must call it with the same members at the same point."""
-        new = sorted({_int_arg("member", r, 0) for r in members})
+        """The ranks taking part from the next window on (module doc). Every rank must call it
+        with the same members at the same point."""
+        new = sorted({check_int(r, "member", ge=0) for r in members})
         if not new or new[-1] >= self.world_size:
             raise ConfigError(f"members {list(members)} must be ranks of 0..{self.world_size - 1}")
         if new == self._members:
             return
         for r in set(new) - set(self._members):  # a (re)joining rank is measured afresh
-            self._windows[r].clear()
-            self._provisional[r] = False
-            self._misses[r] = 0
+            self._forget(r)
             self._smoothed[r] = None
         self._members = new
         self._benched = [r for r in self._benched if r in new]
@@ -541,8 +463,7 @@ class ElChe:
         """Cut the anchor to ``max(1, min(anchor, ceil(anchor · clamp(factor, 0.1, 1.0))))``
         (a guard or the meta-controller saw the replicas drift); may go below ``min_anchor``.
         The counts follow at once."""
-        f = _finite("factor", factor)
-        f = min(max(f, 0.1), 1.0)
+        f = min(max(check_finite(factor, "factor", ge=0.0), 0.1), 1.0)
         self._anchor = max(1, min(self._anchor, math.ceil(self._anchor * f)))
         self._update_counts(first=not self.calibrated)
 
@@ -552,16 +473,15 @@ class ElChe:
         than ``max_batch_diff``."""
         if not self.relax_up or self._anchor >= self.max_anchor:
             return False
-        old = self._anchor
-        self._anchor = old + 1
-        projected = self._targets()
-        if self.max_batch_diff is not None and max(projected) - self._anchor > self.max_batch_diff:
-            self._anchor = old
+        self._anchor += 1
+        if (
+            self.max_batch_diff is not None
+            and max(self._targets()) - self._anchor > self.max_batch_diff
+        ):
+            self._anchor -= 1
             return False
         self._update_counts(first=not self.calibrated)
         return True
-
-    # ---- persistence ----------------------------------------------------------------------------
 
     # (attribute, key, how a loaded value is read back); plain JSON types only
     _STATE: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
@@ -602,15 +522,8 @@ class ElChe:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue identically; plain JSON types only."""
-        out: dict[str, Any] = {"world_size": self.world_size}
-        for attr, key, _ in self._STATE:
-            v = getattr(self, attr)
-            out[key] = (
-                [list(x) if isinstance(x, deque) else x for x in v]
-                if isinstance(v, (list, deque))
-                else v
-            )
-        return out
+        state = {key: _plain(getattr(self, attr)) for attr, key, _ in self._STATE}
+        return {"world_size": self.world_size, **state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output; the world size must match."""
@@ -620,21 +533,21 @@ class ElChe:
                 f"{self.world_size}; resume with the same number of ranks"
             )
         state = self._older(state)
-        missing = [key for _, key, _ in self._STATE if key not in state]
-        if missing:
-            raise CheckpointError(f"ElChe state is missing the key {missing[0]!r}")
+        check_state_keys("ElChe", state, (key for _, key, _ in self._STATE))
         for attr, key, read in self._STATE:
             setattr(self, attr, read(state[key]))
 
     def _per_rank(self, name: str, values: Sequence[Any]) -> list[Any]:
+        """``values``, one per rank, checked."""
         vals = list(values)
         if len(vals) != self.world_size:
             raise ConfigError(
                 f"{name} has {len(vals)} entries, expected one per rank ({self.world_size})"
             )
-        if name != "wall_ms":
-            for r, v in enumerate(vals):
-                _int_arg(f"{name}[{r}]", v, 0)
+        if name == "wall_ms":  # milliseconds; the others are batch counts
+            return [check_finite(v, f"{name}[{r}]", ge=0.0) for r, v in enumerate(vals)]
+        for r, v in enumerate(vals):
+            check_int(v, f"{name}[{r}]", ge=0)
         return vals
 
     def __repr__(self) -> str:

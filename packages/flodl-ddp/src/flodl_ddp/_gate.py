@@ -1,32 +1,20 @@
 """When a cadence or async rank that has run its window's count stops and goes to the round.
 
-- Whether a rank waits at all (:func:`waiting`): async ranks do, up to the overshoot; cadence
-  ranks do in their probe windows, before ElChe has measured anything: the cold counts are
-  equal, and a fast rank keeps training until the slowest has run its probe count, up to
-  :data:`PROBE_REACH` times its own count (the speed ratio of the rig it can absorb; one more
-  count was the bound once, and next to a rank 8x slower the fast one then idled through three
-  quarters of the probe). Async's automatic overshoot does the same in the probe windows (its
-  2-5 batches left a fast rank idle 330 ms of a 3.3 s epoch 0). Without shared counters
-  (elastic runs) nobody waits.
-- The async overshoot (:class:`Overshoot`): the automatic ``max_overshoot`` starts at
-  ``min(5, max(2, batches_per_epoch // 100))``, grows by one after each averaging the
-  convergence guard calls stable, up to the anchor (a rank never overshoots by more than a
-  window), and falls back to its start value when the guard reports divergence.
+- :func:`waiting`: async ranks wait, up to the overshoot; cadence ranks wait in their probe
+  windows (before ElChe measured anything), up to :data:`PROBE_REACH` times their count, and so
+  does async's automatic overshoot. Without shared counters (elastic runs) nobody waits.
+- :class:`Overshoot`: the automatic ``max_overshoot`` starts at
+  ``min(5, max(2, batches_per_epoch // 100))``, grows by one after each round the guard calls
+  stable, up to the anchor, and falls back to its start value when the guard reports divergence.
+- A rank that does not wait stops at its count. A rank that waits says "ready" through a store
+  counter once it has run its count, then trains on until every rank is ready, or it ran
+  ``limit`` extra batches, or it leads by ``max_batch_diff`` (*throttled*).
+- Either way, a rank at its count that finds the epoch nearly done (``finish()``: at most
+  :data:`TAIL_FRACTION` of a window left) runs those batches instead of stopping.
+- Async only: the rank whose "ready" completed the set, if it outpaces the slow cohort, keeps
+  training until every other rank has stopped.
 
-- A rank that does not wait (calibrated cadence) stops at its count.
-- A rank that waits (async; cadence's probe windows) says "ready" through a store counter once
-  it has run its count, then keeps training until every rank is ready, or it has run ``limit``
-  extra batches, or it leads by ``max_batch_diff`` (*throttled*).
-- Either way, a rank at its count that finds the epoch nearly done (``finish()``: fewer batches
-  left than a quarter of a window, see :data:`TAIL_FRACTION`) runs them instead of stopping:
-  62 batches in windows of 20 + 10 left two, and a whole window and round for one batch each
-  (logistic regression and the MLP on MNIST, every epoch: ~1 ms of round plus a slow batch's
-  wait, in epochs of 30-80 ms). The pool's guided blocks share them out.
-- Async only: the others learn that every rank is ready when their batch in flight ends. The
-  rank whose "ready" completed the set fills that wait with batches of its own, if it is faster
-  than the slow cohort, until every other rank has stopped; they then wait for at most one of
-  its shorter batches instead of it idling through the rest of a slow batch. Its extra batches
-  count in the weighted average like any overshoot.
+Why, with measurements: ARCHITECTURE-NOTES.md, ``_gate``.
 """
 
 from __future__ import annotations
@@ -37,11 +25,9 @@ from typing import Any
 from ._comm import Comm
 
 PROBE_REACH = 32
-"""In a probe window a rank that ran its count keeps training for at most this many counts
-more while the slowest rank finishes its probe (a rig up to 32x lopsided keeps no rank idle)."""
+"""In a probe window a rank that ran its count trains at most this many counts more."""
 TAIL_FRACTION = 0.25
-"""An epoch's last batches are run in the window before when they are at most this share of a
-window's batches (the sum of the ranks' counts), instead of in a window of their own."""
+"""An epoch's last batches join the window before when they are at most this share of it."""
 
 
 def gate_keys(window: int) -> tuple[str, str]:
@@ -53,17 +39,13 @@ class WindowGate:
     """One rank's end of one window (see the module doc).
 
     Args:
-        comm: the counters shared by the ranks.
-        world: the number of ranks.
+        comm: the counters shared by the ranks; ``world``: the number of ranks.
         window: the window's number (its store keys, :func:`gate_keys`).
         mine: this rank's batch count for the window.
-        waits: whether it keeps training past ``mine`` until every rank is ready.
-        limit: the most batches past ``mine`` it runs meanwhile.
-        max_batch_diff: the most batches past ``mine`` before it is throttled (``None``: no cap).
-        fill_late: async, and this rank outpaces the slow cohort: the rank that completes
-            "ready" keeps training until the others have stopped.
-        settle: pays the slowdown testing aid's debt; called before saying "ready", which is
-            when the others see this rank's clock.
+        waits: whether it keeps training past ``mine`` until every rank is ready, for at most
+            ``limit`` batches past ``mine``, throttled at ``max_batch_diff`` (``None``: no cap).
+        fill_late: async, and this rank outpaces the slow cohort (module doc).
+        settle: pays the slowdown's debt before saying "ready" (the others see its clock).
         finish: whether the epoch's remaining batches are few enough to run in this window
             (asked once the rank has run ``mine``); ``None``: never.
     """
@@ -82,19 +64,11 @@ class WindowGate:
         settle: Callable[[], None],
         finish: Callable[[], bool] | None = None,
     ) -> None:
-        self._comm = comm
-        self._world = world
+        self._comm, self._world, self._mine = comm, world, mine
         self._ready_key, self._stopped_key = gate_keys(window)
-        self._mine = mine
-        self._waits = waits
-        self._limit = limit
-        self._max_diff = max_batch_diff
-        self._fill_late = fill_late
-        self._settle = settle
-        self._finish = finish
-        self._finishing = False
-        self._marked = False
-        self._completed_ready = False
+        self._waits, self._limit, self._max_diff = waits, limit, max_batch_diff
+        self._fill_late, self._settle, self._finish = fill_late, settle, finish
+        self._finishing = self._marked = self._completed_ready = False
         self.throttled = False
         """Whether the rank stopped because it led by ``max_batch_diff``."""
 
@@ -110,13 +84,10 @@ class WindowGate:
         if not self._marked:
             self._settle()  # saying "ready" shows this rank's clock; polling does not
         n_ready = self._comm.counter(self._ready_key, 0 if self._marked else 1)
-        if not self._marked and n_ready >= self._world:
-            self._completed_ready = True
+        self._completed_ready |= not self._marked and n_ready >= self._world
         self._marked = True
         extra = done - self._mine
-        if extra >= self._limit:
-            return False
-        if n_ready >= self._world and not self._fills_the_wait():
+        if extra >= self._limit or (n_ready >= self._world and not self._fills_the_wait()):
             return False
         if self._max_diff is not None and extra >= self._max_diff:
             self.throttled = True
@@ -131,11 +102,10 @@ class WindowGate:
     def stop(self) -> None:
         """After the window's last batch, a waiting rank says "ready" if it has not (its data
         ran out first), and that it has stopped (for a rank that may be filling the wait)."""
-        if not self._waits:
-            return
-        if not self._marked:
-            self._comm.counter(self._ready_key, 1)
-        self._comm.counter(self._stopped_key, 1)
+        if self._waits:
+            if not self._marked:
+                self._comm.counter(self._ready_key, 1)
+            self._comm.counter(self._stopped_key, 1)
 
 
 def waiting(async_: bool, calibrated: bool, overshoot: Overshoot, mine: int) -> tuple[bool, int]:
@@ -171,5 +141,4 @@ class Overshoot:
         return {"current": self.current, "start": self.start}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.current = int(state["current"])
-        self.start = int(state["start"])
+        self.current, self.start = int(state["current"]), int(state["start"])

@@ -1,17 +1,11 @@
 """Convergence guards: watch how far the replicas drift apart, and hold the cadence back.
 
-At each averaging every rank measures its divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖`` (its
-weights before and after the average); the guard sees ``D_t = max_r`` of it and answers with a
-:class:`ConvergenceAction`: ``STABLE`` (carry on), ``SUPPRESS_GROWTH`` (do not grow the anchor or
-the async overshoot this time) or ``NUDGE_DOWN(factor)`` (cut the anchor to ``factor`` of itself,
-:meth:`ElChe.nudge_anchor_down`).
-
-- :class:`NoGuard`: always ``STABLE`` (the control baseline).
-- :class:`TrendGuard`: the last three ``D`` strictly rising and the last above ``threshold`` →
-  ``SUPPRESS_GROWTH``. Never nudges. The default.
-- :class:`MsfGuard`: estimates the per-step growth rate of the divergence,
-  ``λ = ln(D_t / D_{t-1}) / k_max``, smooths it with a bias-corrected EMA and fires on streaks of
-  high rates (a finite-time Lyapunov-exponent view of replica drift).
+At each averaging every rank measures its divergence ``‖θ_pre − θ_post‖ / ‖θ_post‖``; the guard
+sees ``D_t = max_r`` of it and answers with a :class:`ConvergenceAction`: ``STABLE``,
+``SUPPRESS_GROWTH`` (do not grow the anchor or the async overshoot this time) or
+``NUDGE_DOWN(factor)`` (:meth:`ElChe.nudge_anchor_down`). :class:`NoGuard` never acts,
+:class:`TrendGuard` (the default) holds growth on a rising trend, :class:`MsfGuard` watches the
+divergence's growth rate (a finite-time Lyapunov-exponent view of replica drift).
 """
 
 from __future__ import annotations
@@ -40,11 +34,9 @@ class ActionKind(enum.Enum):
 
 @dataclass(frozen=True)
 class ConvergenceAction:
-    """A guard's verdict. ``factor`` is set for ``NUDGE_DOWN`` only.
-
-    Use the constants ``ConvergenceAction.STABLE``, ``ConvergenceAction.SUPPRESS_GROWTH`` and
-    ``ConvergenceAction.nudge_down(factor)``.
-    """
+    """A guard's verdict (``factor`` for ``NUDGE_DOWN`` only): use the constants
+    ``ConvergenceAction.STABLE``, ``ConvergenceAction.SUPPRESS_GROWTH`` and
+    ``ConvergenceAction.nudge_down(factor)``."""
 
     kind: ActionKind
     factor: float | None = None
@@ -126,19 +118,16 @@ class NoGuard(ConvergenceGuard):
         return "NoGuard()"
 
 
-TREND_WINDOW = 5
-
-
 class TrendGuard(ConvergenceGuard):
     """``SUPPRESS_GROWTH`` when the last three ``D`` are strictly increasing and the last exceeds
-    ``threshold``; ``STABLE`` otherwise (also before three values were seen).
+    ``threshold``; ``STABLE`` otherwise (also before three values were seen). Keeps a ring of
+    the last ``WINDOW`` (5) ``D`` values. Never nudges the anchor down."""
 
-    Keeps a ring of the last 5 ``D`` values. Never nudges the anchor down.
-    """
+    WINDOW: ClassVar[int] = 5
 
     def __init__(self, threshold: float = 0.05) -> None:
         self.threshold = check_finite(threshold, "threshold", ge=0)
-        self._history: deque[float] = deque(maxlen=TREND_WINDOW)
+        self._history: deque[float] = deque(maxlen=self.WINDOW)
 
     @property
     def history(self) -> list[float]:
@@ -162,7 +151,7 @@ class TrendGuard(ConvergenceGuard):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_state_keys("TrendGuard", state, ["history"])
-        self._history = deque(map(float, state["history"]), maxlen=TREND_WINDOW)
+        self._history = deque(map(float, state["history"]), maxlen=self.WINDOW)
 
     def __repr__(self) -> str:
         return f"TrendGuard(threshold={self.threshold:g})"

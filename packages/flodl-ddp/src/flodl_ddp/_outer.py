@@ -1,15 +1,11 @@
 """Outer optimizers: turn each averaging into a step on the global weights.
 
-An outer optimizer sits between the average and the broadcast: it treats the *pseudo-gradient*
-``Δ = θ_global − θ_avg`` (how far the count-weighted average of the replicas moved from the
-global weights the window started from) as a gradient and steps the global weights with it.
-:class:`OuterAvg` is plain averaging (``θ_global ← θ_avg``: SGD with lr 1 on Δ); :class:`SlowMo`
-and :class:`DiLoCo` add momentum across windows, which lets long windows (hundreds of local
-steps) keep the accuracy of frequent averaging.
-
-Every optimizer works in place on lists of tensors (``global_params[i]`` and ``averaged[i]`` of
-equal shapes), keeps its state across windows and saves it with ``state_dict()`` (tensors as CPU
-copies, everything else plain JSON types).
+An outer optimizer treats the *pseudo-gradient* ``Δ = θ_global − θ_avg`` (how far the weighted
+average of the replicas moved from the window's starting weights) as a gradient and steps the
+global weights with it: :class:`OuterAvg` is plain averaging, :class:`SlowMo` and
+:class:`DiLoCo` add momentum across windows (long windows keep the accuracy of frequent
+averaging). They work in place on lists of tensors of equal shapes and save their state with
+``state_dict()`` (tensors as CPU copies, everything else plain JSON types).
 """
 
 from __future__ import annotations
@@ -23,20 +19,6 @@ from torch import Tensor, nn
 from flodl_core import CheckpointError, ConfigError, check_finite
 
 from ._errors import check_state_keys
-
-
-def _check(global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
-    if len(global_params) != len(averaged):
-        raise ConfigError(
-            f"outer step got {len(global_params)} global tensors and {len(averaged)} averaged "
-            "ones; pass the same parameters in the same order"
-        )
-    for i, (g, a) in enumerate(zip(global_params, averaged, strict=True)):
-        if g.shape != a.shape:
-            raise ConfigError(
-                f"outer step: tensor {i} has shape {tuple(g.shape)} globally but "
-                f"{tuple(a.shape)} averaged"
-            )
 
 
 def _cpu(v: Any) -> Any:
@@ -54,7 +36,17 @@ class OuterOptimizer:
     def step(self, global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
         """One outer step. ``global_params``: the weights every replica started the window
         from; ``averaged``: the replicas' (count-weighted) average at its end."""
-        _check(global_params, averaged)
+        if len(global_params) != len(averaged):
+            raise ConfigError(
+                f"outer step got {len(global_params)} global tensors and {len(averaged)} averaged "
+                "ones; pass the same parameters in the same order"
+            )
+        for i, (g, a) in enumerate(zip(global_params, averaged, strict=True)):
+            if g.shape != a.shape:
+                raise ConfigError(
+                    f"outer step: tensor {i} has shape {tuple(g.shape)} globally but "
+                    f"{tuple(a.shape)} averaged"
+                )
         with torch.no_grad():
             deltas = [g - a for g, a in zip(global_params, averaged, strict=True)]
             self._step(list(global_params), deltas)
@@ -153,14 +145,9 @@ class DiLoCo(_MomentumOuter):
         super().__init__(lr, momentum)
 
     def _step(self, params: list[Tensor], deltas: list[Tensor]) -> None:
-        bufs = self._placed(params)
-        if bufs is None:
-            bufs = [d.clone() for d in deltas]
-        else:
-            for b, d in zip(bufs, deltas, strict=True):
-                b.mul_(self.momentum).add_(d)
-        self._buf = bufs
-        for p, d, b in zip(params, deltas, bufs, strict=True):
+        self._buf = self._placed(params) or [torch.zeros_like(d) for d in deltas]  # first: b = Δ
+        for p, d, b in zip(params, deltas, self._buf, strict=True):
+            b.mul_(self.momentum).add_(d)
             p.add_(d.add(b, alpha=self.momentum), alpha=-self.lr)
 
     def __repr__(self) -> str:

@@ -1,19 +1,13 @@
 """One rank's training engine, for every way a run is launched and both tiers.
 
-:class:`RankEngine` owns the replica, its optimizer, the data, ElChe, the guard and the averager.
-What differs between a static world, torchrun and an elastic torchft quorum is plugged in through
-the :class:`RankContext`: its ``comm`` (:mod:`._comm`), ``membership`` (:mod:`._membership`) and
-``reducer`` factory (:mod:`._reduce`).
-
-The loop is inverted into a generator: ``for batch in engine.epoch(k)`` yields this rank's
-batches, the caller calls ``engine.step(loss)``, and between two batches the generator decides,
-by policy, when to stop and average. Every decision that must agree across ranks is computed
-from numbers all ranks received in the same exchange, so they never disagree on what comes next.
-
-Elastic windows: each starts with the quorum (a rank that is behind heals from a living peer),
-its batches are the next ones after the epoch's committed cursor, cut by ElChe's counts over the
-members (:class:`~._worklist.WindowWork`), and a window whose round does not commit is rolled
-back (weights, optimizer, controllers, tally) and planned again over the survivors.
+:class:`RankEngine` owns the replica, its optimizer, the data, ElChe, the guard and the averager;
+what differs between a static world, torchrun and an elastic quorum comes in through the
+:class:`RankContext` (``comm``, ``membership``, ``reducer``). The loop is a generator: ``for batch
+in engine.epoch(k)`` yields this rank's batches, the caller calls ``engine.step(loss)``, and
+between batches the generator decides when to average, from numbers every rank received in the
+same exchange. Elastic windows start with the quorum (a rank behind heals from a peer), take the
+batches after the epoch's committed cursor (:class:`~._worklist.WindowWork`), and a window whose
+round does not commit is rolled back and planned again over the survivors.
 """
 
 from __future__ import annotations
@@ -23,6 +17,7 @@ import json
 import math
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -49,13 +44,13 @@ from ._options import RunSpec
 from ._partition import partition
 from ._reduce import Reducer
 from ._resume import load_checkpoint_into, save_checkpoint_from
-from ._rounds import AveragingRound, WindowReport
+from ._rounds import AveragingRound, WindowReport, left_early
 from ._slowdown import Slowdown
 from ._sync_hook import wrap_sync
 from ._timeline import Timeline
 from ._warmup import warm_up
 from ._watchdog import WAITING, Beacon
-from ._worklist import EpochWork, RankWork, WindowWork, claim_size
+from ._worklist import EpochWork, Opener, RankWork, WindowWork, claim_size
 
 Work = RankWork | WindowWork
 
@@ -112,11 +107,8 @@ class RankEngine(EngineState):
         self.forward_model, self._hook = self._wrap_for_sync()
         self._ddp_forward, self._stepped, self._compute_s = False, True, 0.0
         warm_up(self.device, self.model)
-        if self.world > 1 and not self.elastic:
-            # Building the optimizer can take a second (torch imports lazily on first use) and
-            # ranks get there at different times: the first one in would clock the skew as idle
-            # in epoch 0, and ElChe's first timings would carry it.
-            self.comm.barrier("start")
+        if self.world > 1 and not self.elastic:  # or ElChe's first timings carry the ranks'
+            self.comm.barrier("start")  # skew in building the optimizer (lazy torch imports)
 
     @property
     def start_epoch(self) -> int:
@@ -140,9 +132,8 @@ class RankEngine(EngineState):
         self.tally = EpochTally(self.world, hosts, devices)
 
     def _wrap_for_sync(self) -> tuple[nn.Module, Any]:
-        """Sync with several ranks: the model inside DDP (and a check that the forward went
-        through it; every rank steps on one full batch, so DDP's plain mean is the weighted
-        average); otherwise the model itself."""
+        """Sync with several ranks: the model inside DDP (whose plain mean is the weighted
+        average: every rank steps on one full batch) and its hook; otherwise the model."""
         if not (self.spec.sync and self.world > 1):
             return self.model, None
         ddp, hook = wrap_sync(self.model, self.device, self.spec.mode.backend, self.spec.bf16_wire)
@@ -176,47 +167,31 @@ class RankEngine(EngineState):
         """ElChe, the guard, the meta-controller, the averager and the round that drives them:
         identical copies on every rank, fed identical numbers."""
         s = self.spec
-        self.elche = ElChe(self.world, s.anchor, **s.elche_options())
-        self.guard = s.guard
-        self.meta = MetaController() if s.meta_controller else None
+        self.elche = elche = ElChe(self.world, s.anchor, **s.elche_options())
+        self.guard, self.meta = s.guard, MetaController() if s.meta_controller else None
         on_host = s.mode.backend is Backend.CPU
-        self.averager = Averager(
+        self.averager = avg = Averager(
             self.model, on_host=on_host, easgd_alpha=s.easgd_alpha, outer=s.outer_optimizer
         )
         if not s.sync:
-            self.averager.reducer = self.ctx.reducer(self.averager)  # a collective
-        self.overshoot = Overshoot(s.max_overshoot, self.batches_per_epoch)
+            avg.reducer = self.ctx.reducer(avg)  # a collective
+        self.overshoot = over = Overshoot(s.max_overshoot, self.batches_per_epoch)
         self.rounds = AveragingRound(
-            self.comm,
-            self.device,
-            self.averager,
-            self.elche,
-            self.guard,
-            self.meta,
-            self.overshoot,
-            self.tally,
-            self.ledger,
+            self.comm, self.device, avg, elche, s.guard, self.meta, over, self.tally, self.ledger
         )
-
-    # ---- data ---------------------------------------------------------------------------------
 
     def _setup_data(self) -> None:
         s = self.spec
         self.loader = DataLoader(
-            s.dataset,
-            batch_size=s.batch_size,
-            device=self.device,
-            seed=s.seed,
-            shuffle=True,
-            drop_last=True,
+            s.dataset, batch_size=s.batch_size, device=self.device, seed=s.seed, drop_last=True
         )
         self.n_samples = self.loader.num_samples
         whole = self.n_samples // s.batch_size
         self.batches_per_epoch = min(whole, s.batches_per_epoch or whole)
         self.total_steps = self.batches_per_epoch * s.num_epochs
 
-    def _open(self, epoch: int) -> Callable[[range], Iterator[Any]]:
-        """``open(block)``: an iterator over the batches of a range of batch indices."""
+    def _open(self, epoch: int) -> Opener:
+        """An :data:`~._worklist.Opener` over this epoch's batches."""
         bs, loader = self.spec.batch_size, self.loader
         return lambda b: iter(loader.shard_range(b.start * bs, b.stop * bs).epoch(epoch))
 
@@ -231,22 +206,16 @@ class RankEngine(EngineState):
         key = f"pool{self._epoch_calls}"
         if self.rank == 0 and self._epoch_calls > 2:
             self.comm.drop_counter(f"pool{self._epoch_calls - 2}")
-        return RankWork(
-            plan,
-            self.rank,
-            lambda k: self._claim(key, k),
-            lambda: self.comm.counter(key, 0),
-            lambda left: claim_size(left, self.world, self._speeds(), self.rank),
-            self._open(epoch),
-        )
+        claim, peek = partial(self._claim, key), partial(self.comm.counter, key, 0)
+        return RankWork(plan, self.rank, claim, peek, self._claim_size, self._open(epoch))
 
-    def _speeds(self) -> list[float] | None:
-        """Every rank's batches per second as ElChe measured them (0 when benched; ``None``
-        before any measurement)."""
-        ms, benched = self.elche.ms_per_batch, self.elche.benched
-        if not self.elche.calibrated or any(not m for m in ms):
-            return None
-        return [0.0 if r in benched else 1000.0 / m for r, m in enumerate(ms)]  # type: ignore[operator]
+    def _claim_size(self, left: int) -> int:
+        """:func:`claim_size` by every rank's batches per second as ElChe measured them (0 when
+        benched; unknown before any measurement)."""
+        ms, benched, speeds = self.elche.ms_per_batch, self.elche.benched, None
+        if self.elche.calibrated and all(ms):
+            speeds = [0.0 if r in benched else 1000.0 / m for r, m in enumerate(ms)]  # type: ignore[operator]
+        return claim_size(left, self.world, speeds, self.rank)
 
     def _claim(self, key: str, k: int) -> int:
         self._settle_slowdown()  # claims in the order the ranks' clocks say
@@ -259,8 +228,6 @@ class RankEngine(EngineState):
             t = now()
             self.slowdown.settle()
             self._compute_s += now() - t
-
-    # ---- the step -----------------------------------------------------------------------------
 
     def step(self, loss: Tensor) -> None:
         """Backward, per-rank clipping, optimizer step, zero_grad; the loss is recorded."""
@@ -317,8 +284,6 @@ class RankEngine(EngineState):
         groups = self.optimizer.param_groups
         return float(groups[0]["lr"]) if groups else math.nan
 
-    # ---- epochs -------------------------------------------------------------------------------
-
     def epoch(self, epoch: int) -> Iterator[Any]:
         """This rank's batches of ``epoch``; averages between batches as the policy says.
 
@@ -340,14 +305,9 @@ class RankEngine(EngineState):
                 self._leave(epoch)
 
     def _leave(self, epoch: int) -> None:
-        self.left = (
-            f"rank {self.rank} left epoch {epoch} before its end; every rank must run each "
-            "epoch of session.epoch(n) to its end (the ranks count batches to know when to "
-            "average)"
-        )
+        self.left = left_early(self.rank, f"epoch {epoch}")
         if not self.spec.sync and self.world > 1 and not self.elastic:
-            # the others wait at this window's arrival: tell them there, without waiting for
-            # them (they may be stuck, and this rank may be failing)
+            # where the others wait (this window's arrival), without waiting for them
             with contextlib.suppress(Exception):
                 self.comm.post("n", json.dumps({"left": self.rank}).encode())
 
@@ -402,10 +362,8 @@ class RankEngine(EngineState):
         self._end_epoch(epoch)
 
     def _window(self, t_epoch: float, pool: RankWork | None) -> Generator[Any, None, bool]:
-        """One averaging window of epoch ``next_epoch`` (a generator of its batches; returns
-        whether the epoch ended). Elastic: a rank that heals at the window's start trains the
-        window of the state it received; a window whose round fails or does not commit is
-        rolled back to the committed state."""
+        """One averaging window of epoch ``next_epoch`` (yields its batches, returns whether the
+        epoch ended); elastic: one that fails or does not commit is rolled back."""
         snap = None
         try:
             members = self.membership.begin()  # elastic: may heal this rank into a later state
@@ -455,14 +413,9 @@ class RankEngine(EngineState):
         )
 
     def _counts(self) -> list[int]:
-        """ElChe's counts for the next window, cut so a window is at most 1/reports_per_epoch
-        of the epoch when progress reports are asked for (they fall on window ends)."""
-        n = self.spec.reports_per_epoch
-        return (
-            self.elche.counts
-            if n <= 1
-            else self.elche.clamp_total(max(1, self.batches_per_epoch // n))
-        )
+        """ElChe's counts, cut to 1/reports_per_epoch of the epoch (reports fall on window ends)."""
+        n, e = self.spec.reports_per_epoch, self.elche
+        return e.counts if n <= 1 else e.clamp_total(max(1, self.batches_per_epoch // n))
 
     def _window_work(self, epoch: int, members: tuple[int, ...]) -> WindowWork:
         """Elastic: this window's batches after the committed cursor, by ElChe's counts."""
@@ -492,8 +445,6 @@ class RankEngine(EngineState):
             finish=finish,
         )
 
-    # ---- epoch end ----------------------------------------------------------------------------
-
     def evaluator(self, members: Sequence[int]) -> int:
         """The rank that runs ``eval_fn`` (``eval_on``): the named rank, or the fastest member
         by ElChe's shares (the first member before any measurement, and in sync mode)."""
@@ -506,9 +457,8 @@ class RankEngine(EngineState):
         return max(ranks, key=lambda r: (shares[r], -r))  # type: ignore[no-any-return]
 
     def _epoch_extras(self, t_epoch: float, members: Sequence[int]) -> dict[str, Any]:
-        """A rank's last numbers of an epoch: its wall time and peak memory, and the evaluation
-        on the evaluator, which runs it before the exchange where the others wait anyway (after
-        it, they would clock its evaluation as the next epoch's idle time)."""
+        """A rank's last numbers of an epoch: wall time, peak memory, and on the evaluator the
+        evaluation (before the exchange, where the others wait anyway)."""
         out: dict[str, Any] = {"wall": now() - t_epoch, "peak_memory": peak_memory(self.device)}
         if self.spec.eval_fn is not None and self.rank == self.evaluator(members):
             out["eval"] = run_eval(self.model, self.spec.eval_fn)
@@ -564,8 +514,6 @@ class RankEngine(EngineState):
             self.load_state_dict(snap)
             self._emit("rollback", self.next_epoch)
         return False
-
-    # ---- timeline and result ---------------------------------------------------------------
 
     def gather_timeline(self) -> Any:
         """Rank 0: every rank's timeline merged; other ranks: ``None``. A collective."""

@@ -1,28 +1,18 @@
 """An averaging round of the cadence and async policies, from arrival to the next window's counts.
 
-Every member rank ends its window with a :class:`WindowReport`. The round then, in the same order
-on every rank:
+Every member ends its window with a :class:`WindowReport`; then, in the same order on every rank:
 
-1. :meth:`AveragingRound.average` exchanges arrivals (batches run, whether the rank has data
-   left, whether it holds batches of its own or of a claimed block) — the wait here is *idle*
-   time; with shared memory each rank first copies its replica into its slot (*sync* time), and
-   the exchange tells the others that it is there. A rank's "data left" can be stale: it saw
-   unclaimed pool blocks when it stopped, and a peer then claimed and ran them all. So when no
-   rank holds batches, the shared pool counter settles it, read after the arrivals: no rank
-   claims between the arrival exchange and the next one, so every rank reads the same value and
-   an epoch does not end with an empty window. Then it averages the replicas, weighted by
-   batches (:class:`~flodl_ddp._average.Averager`) — *sync* time;
-2. :meth:`AveragingRound.settle` exchanges each rank's numbers: the window's compute time,
-   divergence, sync time and boundary time (idle plus sync: what the window boundary cost, as a
-   blocking collective would measure it), and what the rank trained since the last round
-   (batches, loss, recorded scalars; at an epoch's end also its wall time and evaluation). Every
-   rank adds them to the epoch's tally and feeds the same numbers to the guard, ElChe (whose
-   overhead is the slowest rank's boundary time over the longest compute time), the
-   meta-controller and the async overshoot. The last window of an epoch, cut short where a
-   rank's data ran out, never grows ElChe's anchor: its overhead reading is a short window's.
+1. :meth:`AveragingRound.average` exchanges arrivals (batches run, data left, batches in hand;
+   the wait is *idle* time; with shared memory each rank first copies its replica into its slot,
+   *sync* time). When no rank holds batches, the pool counter read after the arrivals decides
+   whether the epoch ended. Then it averages the replicas weighted by batches (*sync* time).
+2. :meth:`AveragingRound.settle` exchanges each rank's numbers (compute, divergence, sync and
+   boundary time, what it trained; at an epoch's end its wall time and evaluation) into the
+   epoch's tally, and feeds the same numbers to the guard, ElChe, the meta-controller and the
+   async overshoot. A window cut short by the epoch's end never grows the anchor.
 
-So every member leaves the round with the same counts, anchor, tally and "epoch finished"
-verdict. Ranks that are not members of the window (elastic runs) send nothing.
+So every member leaves with the same counts, anchor, tally and "epoch finished" verdict; ranks
+that are not members (elastic runs) send nothing. Why: ARCHITECTURE-NOTES.md, ``_rounds``.
 """
 
 from __future__ import annotations
@@ -44,74 +34,73 @@ from ._guards import ActionKind, ConvergenceAction, DivergenceReport
 from ._ledger import EpochTally, RankLedger, now
 
 logger = logging.getLogger("flodl.ddp")
+_BENCHED = (
+    "ddp: rank %d adds less than its averaging rounds and waits cost the others (the other "
+    "ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it trains no batches for now "
+    "and is measured again at each epoch's start"
+)
 
 
 @dataclass(frozen=True)
 class WindowReport:
-    """How one rank's window ended."""
+    """How one rank's window ended: its number (names its gate keys), the batches it ran,
+    whether it saw data left in the epoch (may be stale), whether it still holds batches of its
+    own slice or of a claimed block, its training time (slowdown included), :func:`~._ledger.now`
+    at the window's start, whether it stopped because it led by ``max_batch_diff``, and
+    ``drained()``: whether the epoch's pool is all claimed (``None``: no pool)."""
 
     window: int
-    """The window's number (names its gate keys)."""
     done: int
-    """Batches the rank ran in the window."""
     more: bool
-    """Whether it saw data left in the epoch (may be stale, see the module doc)."""
     in_hand: bool
-    """Whether it still holds batches of its own slice or of a claimed block."""
     compute_s: float
-    """Its training time in the window (slowdown included)."""
     started: float
-    """:func:`~flodl_ddp._ledger.now` at the window's start."""
     throttled: bool = False
-    """Whether it stopped because it led by ``max_batch_diff``."""
     drained: Callable[[], bool] | None = None
-    """Whether the epoch's pool is all claimed (one counter read); ``None``: no pool."""
 
 
 @dataclass
 class Arrival:
-    """What every member agreed on in :meth:`AveragingRound.average`."""
+    """What every member agreed on in :meth:`AveragingRound.average`: the batches each rank ran
+    (0 for a non-member), whether no member has data left in the epoch (``finished``) and
+    whether some member's ran out (``cut``: the window was cut short); ``times``: this rank's."""
 
     actual: list[int]
-    """Batches each rank ran in the window (0 for a rank that is not a member)."""
     finished: bool
-    """No member has data left in the epoch."""
     cut: bool
-    """Some member's data ran out: the window was cut short."""
-    divergence: float
     times: dict[str, float] = field(default_factory=dict)
+
+
+def left_early(rank: int, epoch: str) -> str:
+    """What a rank that left ``epoch`` before its end is told, and tells the others."""
+    return (
+        f"rank {rank} left {epoch} before its end; every rank must run each epoch of "
+        "session.epoch(n) to its end (the ranks count batches to know when to average)"
+    )
 
 
 def _members_of(got: Sequence[bytes], members: Sequence[int]) -> list[Any]:
     return [json.loads(b) if r in members and b else None for r, b in enumerate(got)]
 
 
+@dataclass
 class AveragingRound:
     """The round protocol for one rank (see the module doc)."""
 
-    def __init__(
-        self,
-        comm: Comm,
-        device: torch.device,
-        averager: Averager,
-        elche: ElChe,
-        guard: Any,
-        meta: Any,
-        overshoot: Overshoot,
-        tally: EpochTally,
-        ledger: RankLedger,
-    ) -> None:
-        self.rank = comm.rank
-        self.comm = comm
-        self.device = device
-        self.averager = averager
-        self.elche = elche
-        self.guard = guard
-        self.meta = meta
-        self.overshoot = overshoot
-        self.tally = tally
-        self.ledger = ledger
-        self._told: set[int] = set()  # ranks whose benching was logged
+    comm: Comm
+    device: torch.device
+    averager: Averager
+    elche: ElChe
+    guard: Any
+    meta: Any
+    overshoot: Overshoot
+    tally: EpochTally
+    ledger: RankLedger
+    _told: set[int] = field(default_factory=set, init=False)  # ranks whose benching was logged
+
+    @property
+    def rank(self) -> int:
+        return self.comm.rank
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -129,12 +118,7 @@ class AveragingRound:
         here = [g for g in got if g is not None]
         for g in here:
             if "left" in g:
-                raise PeerError(
-                    f"rank {g['left']} left the epoch before its end; every rank must run each "
-                    "epoch of session.epoch(n) to its end (the ranks count batches to know "
-                    "when to average)",
-                    rank=self.rank,
-                )
+                raise PeerError(left_early(g["left"], "the epoch"), rank=self.rank)
         actual = [g["done"] if g is not None else 0 for g in got]
         finished = not any(g["more"] for g in here)
         if not finished and report.drained is not None and not any(g["hand"] for g in here):
@@ -149,26 +133,19 @@ class AveragingRound:
         div = self.averager.average(weights, members, self.rank)
         self._synchronize()
         sync_end = now()
-        led = self.ledger
+        led, sent = self.ledger, self.averager.bytes_sent - sent
+        idle, sync = idle_end - staged, sync_end - idle_end + staged - t_end
         led.add(
-            comm_bytes=self.averager.bytes_sent - sent,
-            compute=report.compute_s,
-            idle=idle_end - staged,
-            sync=sync_end - idle_end + staged - t_end,
-            batches=report.done,
+            comm_bytes=sent, compute=report.compute_s, idle=idle, sync=sync, batches=report.done
         )
         led.span("compute", report.started, t_end)
         if self.averager.shared:
             led.span("sync", t_end, staged)
         led.span("idle", staged, idle_end)
         led.span("sync", idle_end, sync_end)
-        times = {
-            "ms": report.compute_s * 1000.0,
-            "div": div,
-            "sync_ms": (sync_end - idle_end + staged - t_end) * 1000.0,
-            "boundary_ms": (sync_end - t_end) * 1000.0,
-        }
-        return Arrival(actual, finished, cut, div, times)
+        secs = {"ms": report.compute_s, "sync_ms": sync, "boundary_ms": sync_end - t_end}
+        times = {"div": div, **{k: v * 1000.0 for k, v in secs.items()}}
+        return Arrival(actual, finished, cut, times)
 
     def settle(
         self,
@@ -197,12 +174,7 @@ class AveragingRound:
             self.ledger.event("benched", rank=r, gain=gain, overhead=overhead)
             if r not in self._told:
                 self._told.add(r)
-                logger.warning(
-                    "ddp: rank %d adds less than its averaging rounds and waits cost the others "
-                    "(the other ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it "
-                    "trains no batches for now and is measured again at each epoch's start",
-                    r, 100 * gain, 100 * overhead,
-                )  # fmt: skip
+                logger.warning(_BENCHED, r, 100 * gain, 100 * overhead)
 
     def feed(
         self,
