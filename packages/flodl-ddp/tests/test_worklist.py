@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -46,10 +47,30 @@ def test_fewer_batches_than_ranks_are_all_pool() -> None:
         (5, [3.0], 0, 3),  # alone: guided, ceil(5 / 2)
         (0, [1.0, 1.0], 0, 0),
         (30, [8.0, 0.0], 1, 0),  # a benched rank (speed 0) takes nothing
+        (1, [1.0, 1.0, 1.0], 2, 1),  # three equal ranks: floor(1 / 2) = 0, but a fastest one
     ],
 )
 def test_claim_size(left: int, speeds: list[float] | None, rank: int, want: int) -> None:
     assert claim_size(left, len(speeds or [0, 0]), speeds, rank) == want
+
+
+@pytest.mark.parametrize(
+    ("left", "world", "pace", "want"),
+    [
+        (40, 2, None, 1),  # no pace yet: one batch
+        (240, 2, (0.0065, 10.0), 6),  # a fast rank: 0.04 s of its own batches, int(0.04 / 0.0065)
+        (10, 2, (0.0065, 10.0), 3),  # ... at most ceil(10 / (2 * 2))
+        (40, 2, (0.104, 150.0), 1),  # a slow rank: one batch, its own is over COLD_BLOCK_S
+        (10, 2, (0.104, 150.0), 0),  # the others run 15.6 batches during one of its: it stops
+        (1, 2, (0.0065, 154.0), 1),  # equal ranks: the last batch is still taken
+        (3, 3, (0.0065, 308.0), 1),  # three equal ranks: 2 batches of the others per own
+        (0, 2, (0.0065, 10.0), 0),
+    ],
+)
+def test_claim_size_before_the_speeds_are_known(
+    left: int, world: int, pace: tuple[float, float] | None, want: int
+) -> None:
+    assert claim_size(left, world, None, 0, pace) == want
 
 
 class _Store:
@@ -73,7 +94,7 @@ def _ranks(work: EpochWork, speeds: list[float] | None, store: _Store,
         return iter(block)
 
     def size(r: int) -> object:
-        return lambda left: claim_size(left, len(work.own), speeds, r)
+        return lambda left, pace: claim_size(left, len(work.own), speeds, r, pace)
 
     return [
         RankWork(work, r, store.claim, store.peek, size(r), open_block)  # type: ignore[arg-type]
@@ -81,7 +102,7 @@ def _ranks(work: EpochWork, speeds: list[float] | None, store: _Store,
     ]
 
 
-@pytest.mark.parametrize("speeds", [None, [3.0, 1.0, 1.0]])
+@pytest.mark.parametrize("speeds", [None, [3.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
 def test_ranks_pulling_in_any_order_run_each_batch_once(speeds: list[float] | None) -> None:
     work = EpochWork.plan(57, speeds, 3)
     store = _Store()
@@ -164,7 +185,7 @@ def test_a_block_is_opened_once_and_closed_when_left() -> None:
         opened.append(block)
         return Closing(block)
 
-    rank = RankWork(work, 0, store.claim, store.peek, lambda left: 2, open_block)
+    rank = RankWork(work, 0, store.claim, store.peek, lambda left, pace: 2, open_block)
     out = []
     while (x := rank.next()) is not None:
         out.append(x)
@@ -176,7 +197,7 @@ def test_a_block_is_opened_once_and_closed_when_left() -> None:
 def test_left_counts_the_batches_in_hand_and_the_unclaimed_pool() -> None:
     work = EpochWork.plan(20, [1.0, 1.0], 2)  # own 0-7 and 8-14, pool 15-19
     store = _Store()
-    a = RankWork(work, 0, store.claim, store.peek, lambda left: 2, iter)
+    a = RankWork(work, 0, store.claim, store.peek, lambda left, pace: 2, iter)
     assert a.left() == 8 + 5  # its own slice, all of the pool
     for _ in range(8):
         a.next()
@@ -198,3 +219,41 @@ def test_an_elastic_window_cuts_the_next_batches_by_the_counts() -> None:
     assert [t1.next(), t1.next()] == [99, None]
     # a rank that is not a member (count 0) gets nothing
     assert len(WindowWork(0, 100, [5, 0, 5], 1, iter).block) == 0
+
+
+def test_before_calibration_a_fast_rank_claims_blocks_and_a_slow_one_stops_in_time() -> None:
+    """Epoch 0 (all pool) on a simulated clock: rank 0 takes 6.5 ms a batch, rank 1 104 ms (16x).
+    The fast rank claims blocks of up to COLD_BLOCK_S of its work (one counter add per batch
+    before), and the slow one claims nothing the fast one would finish first, so the epoch ends
+    within one fast block of the ideal, where the fast rank alone would end at 256 x 6.5 ms."""
+    batch_s = [0.0065, 0.104]
+    work, store, clock = EpochWork.plan(256, None, 2), _Store(), [0.0, 0.0]
+    claims = [0, 0]
+
+    def claim(r: int, k: int) -> int:
+        claims[r] += 1
+        return store.claim(k)
+
+    def size(r: int) -> object:
+        return lambda left, pace: claim_size(left, 2, None, r, pace)
+
+    def rank(r: int) -> RankWork:
+        return RankWork(
+            work, r, partial(claim, r), store.peek, size(r), iter, clock=lambda: clock[r]
+        )  # type: ignore[arg-type]
+
+    ranks = [rank(0), rank(1)]
+    ran: list[list[int]] = [[], []]
+    live = [0, 1]
+    while live:
+        r = min(live, key=lambda q: clock[q])  # the rank whose clock is earliest acts next
+        if (b := ranks[r].next()) is None:
+            live.remove(r)
+        else:
+            ran[r].append(b)
+            clock[r] += batch_s[r]
+    assert sorted(ran[0] + ran[1]) == list(range(256))
+    ideal = 256 / (1 / batch_s[0] + 1 / batch_s[1])
+    assert max(clock) <= ideal + 0.04 + batch_s[0], (clock, ideal)
+    assert claims[0] <= 256 // 4, claims  # blocks, not one add per batch
+    assert 5 <= len(ran[1]) <= 16, ran[1]

@@ -209,13 +209,13 @@ class RankEngine(EngineState):
         claim, peek = partial(self._claim, key), partial(self.comm.counter, key, 0)
         return RankWork(plan, self.rank, claim, peek, self._claim_size, self._open(epoch))
 
-    def _claim_size(self, left: int) -> int:
+    def _claim_size(self, left: int, pace: tuple[float, float] | None) -> int:
         """:func:`claim_size` by every rank's batches per second as ElChe measured them (0 when
-        benched; unknown before any measurement)."""
+        benched; before any measurement, by this rank's pace)."""
         ms, benched, speeds = self.elche.ms_per_batch, self.elche.benched, None
         if self.elche.calibrated and all(ms):
             speeds = [0.0 if r in benched else 1000.0 / m for r, m in enumerate(ms)]  # type: ignore[operator]
-        return claim_size(left, self.world, speeds, self.rank)
+        return claim_size(left, self.world, speeds, self.rank, pace)
 
     def _claim(self, key: str, k: int) -> int:
         self._settle_slowdown()  # claims in the order the ranks' clocks say

@@ -6,8 +6,14 @@ POOL_FRACTION`` of the epoch order in consecutive per-rank slices sized by throu
 communication), and **the pool**, the rest, claimed a block at a time through an atomic counter
 of batches. A rank's next block (:func:`claim_size`, ``left`` unclaimed, its throughput share
 ``s = mine / (mine + others)``) is ``ceil(left · s / POOL_SPREAD)`` (guided), at most
-``floor(left · mine / others)`` (only if it helps; 0: it stops), and one batch while the speeds
-are unknown. Every claimed block is run to its end, so every batch of the plan runs once. Batch
+``floor(left · mine / others)`` (only if it helps; 0: it stops; the fastest rank never stops).
+While the speeds are unknown (epoch 0) a rank goes by its *pace*: its own seconds per batch
+and the batches per second the others took from the pool since its last claim, both read off
+the counter and its clock. Its block holds at most ``COLD_BLOCK_S`` of its own work (one batch
+at least; one batch before it has a pace) and at most ``ceil(left / (world · POOL_SPREAD))``; it
+stops when the others would run more than ``max(left, 2 · (world - 1))`` batches during one of
+its own (the fastest rank never does, so the pool always empties). Every claimed block is run
+to its end, so every batch of the plan runs once. Batch
 ``i`` covers positions ``i · batch_size .. (i + 1) · batch_size - 1`` of the epoch order, so a
 block is a ``shard_range``. Why, with measurements: ARCHITECTURE-NOTES.md, ``_worklist``.
 """
@@ -15,6 +21,7 @@ block is a ``shard_range``. Why, with measurements: ARCHITECTURE-NOTES.md, ``_wo
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,19 +34,37 @@ POOL_SPREAD = 2
 """Divisor of a rank's guided block once the ranks' speeds are known."""
 
 
-def claim_size(left: int, world: int, speeds: Sequence[float] | None, rank: int) -> int:
+COLD_BLOCK_S = 0.04
+"""Before the speeds are known, the most of its own time a rank's pool block holds (seconds)."""
+
+
+def claim_size(
+    left: int,
+    world: int,
+    speeds: Sequence[float] | None,
+    rank: int,
+    pace: tuple[float, float] | None = None,
+) -> int:
     """How many of the pool's ``left`` batches rank ``rank`` claims next (module doc); 0: it
-    claims no more. ``speeds``: every rank's batches per second, ``None`` while unknown."""
+    claims no more. ``speeds``: every rank's batches per second, ``None`` while unknown;
+    ``pace``: ``(seconds per batch of this rank, the others' batches per second)``, the rule
+    while the speeds are unknown (``None``: one batch)."""
     if left <= 0:
         return 0
     if speeds is None:
-        return 1
+        if pace is None or pace[0] <= 0:
+            return 1
+        mine_s, others = pace
+        if others * mine_s > max(left, 2 * (world - 1)):
+            return 0
+        return max(1, min(int(COLD_BLOCK_S / mine_s), math.ceil(left / (world * POOL_SPREAD))))
     mine = speeds[rank]
     others = sum(speeds) - mine
     if others <= 0:
         return max(1, math.ceil(left / POOL_SPREAD))
     guided = max(1, math.ceil(left * mine / (mine + others) / POOL_SPREAD))
-    return min(guided, math.floor(left * mine / others))
+    floor = math.floor(left * mine / others)
+    return min(guided, max(floor, 1 if mine >= max(speeds) else 0))
 
 
 @dataclass(frozen=True)
@@ -122,8 +147,10 @@ class RankWork(_Batches):
         work: the epoch's plan (identical on every rank); ``rank``: this rank.
         claim: ``claim(k)`` adds ``k`` to the pool's shared counter of claimed batches and
             returns the count before; ``peek()``: the count so far.
-        size: ``size(left)``: how many to claim with ``left`` unclaimed (:func:`claim_size`).
+        size: ``size(left, pace)``: how many to claim with ``left`` unclaimed, ``pace`` as
+            :func:`claim_size` takes it (``None`` before this rank's first claimed block).
         open_block: an :data:`Opener` (e.g. over a loader's ``shard_range(...).epoch(e)``).
+        clock: seconds, for the pace.
     """
 
     def __init__(
@@ -132,11 +159,14 @@ class RankWork(_Batches):
         rank: int,
         claim: Callable[[int], int],
         peek: Callable[[], int],
-        size: Callable[[int], int],
+        size: Callable[[int, tuple[float, float] | None], int],
         open_block: Opener,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         super().__init__(work.own[rank], open_block)
         self.work, self._claim, self._peek, self._size = work, claim, peek, size
+        self._clock = clock
+        self._last: tuple[float, int, int] | None = None  # (when, pool count, block) at a claim
         self.done = False
 
     def next(self) -> Any | None:
@@ -149,14 +179,26 @@ class RankWork(_Batches):
     def _next_block(self) -> bool:
         self.close()
         pool = self.work.pool
-        k = 0 if self.done else self._size(len(pool) - self._peek())
+        if self.done:
+            return False
+        claimed, t = self._peek(), self._clock()
+        k = self._size(len(pool) - claimed, self._pace(t, claimed))
         start = self._claim(k) if k > 0 else len(pool)
         if start >= len(pool):
             self.done = True
             return False
         self._block = pool[start : start + k]  # a range clips at the pool's end
         self._left = len(self._block)
+        self._last = (t, start + k, len(self._block))
         return True
+
+    def _pace(self, t: float, claimed: int) -> tuple[float, float] | None:
+        """Since this rank's last claim: its seconds per batch (it ran that whole block) and the
+        batches per second the others claimed."""
+        if self._last is None or t <= self._last[0]:
+            return None
+        was, count, block = self._last
+        return (t - was) / block, max(0, claimed - count) / (t - was)
 
     def has_more(self) -> bool:
         """Whether :meth:`next` may still return a batch (false negatives never happen; a
