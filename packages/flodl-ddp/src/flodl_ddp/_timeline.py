@@ -1,12 +1,9 @@
-"""What every rank did when: compute, sync, idle and data-loading spans, run events, and each
-rank's CPU / GPU utilization samples.
+"""What every rank did when: compute, sync, idle and data spans, run events, and each rank's
+CPU / GPU utilization samples; exported as JSON, CSV, an offline HTML page and a Chrome trace
+(the last two rendered by :mod:`flodl_ddp._timeline_export`).
 
 Times are seconds since the run's start (``origin``, a wall-clock ``time.time()``), so timelines
-recorded in different processes line up when merged: :meth:`Timeline.merge` shifts the other
-timeline by the difference of the origins. Exports: JSON (:meth:`Timeline.to_dict`), CSV, one
-self-contained HTML page with an inline SVG (one lane per rank, no JavaScript, no CDN), and a
-Chrome trace (:meth:`Timeline.save_chrome_trace`, for Perfetto or ``chrome://tracing``); the
-last two are rendered by :mod:`flodl_ddp._timeline_export`.
+of different processes line up when merged (:meth:`Timeline.merge` shifts by the origins' gap).
 """
 
 from __future__ import annotations
@@ -25,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from flodl_core import CheckpointError, ConfigError, atomic_write, check_finite, check_int
+
+from ._timeline_export import chrome_trace, render_html
 
 SPAN_KINDS = ("compute", "sync", "idle", "data")
 FORMAT_VERSION = 2
@@ -113,8 +112,6 @@ class Timeline:
         """Seconds since ``origin``."""
         return time.time() - self.origin
 
-    # ---- recording ------------------------------------------------------------------------------
-
     def span(self, rank: int, kind: str, start_s: float, end_s: float) -> None:
         """Record that ``rank`` spent ``[start_s, end_s]`` on ``kind`` (compute, sync, idle,
         data)."""
@@ -187,8 +184,6 @@ class Timeline:
         self._samples += [replace(u, t=max(0.0, u.t + shift)) for u in other._samples]
         return self
 
-    # ---- summary --------------------------------------------------------------------------------
-
     def summary(self) -> dict[str, Any]:
         """Numbers of the run.
 
@@ -239,8 +234,6 @@ class Timeline:
             "sample_count": len(self._samples),
             "utilization": _utilization(self.samples),
         }
-
-    # ---- serialisation --------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: ``{"version", "origin", "spans": [[rank, kind, start, end]],
@@ -309,16 +302,11 @@ class Timeline:
         rank's CPU / GPU utilization as lines when it was sampled, event markers, and the
         summary table. No executable script, no external resource; the data rides along as a
         JSON block."""
-        from ._timeline_export import render_html
-
         return atomic_write(path, render_html(self, title), parents=True)
 
     def to_chrome_trace(self) -> dict[str, Any]:
-        """The timeline in the Trace Event Format (see
-        :func:`flodl_ddp._timeline_export.chrome_trace`)."""
-        from ._timeline_export import chrome_trace
-
-        return chrome_trace(self)
+        """The timeline in the Trace Event Format (see ``_timeline_export.chrome_trace``)."""
+        return chrome_trace(self, FORMAT_VERSION)
 
     def save_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_chrome_trace` as JSON, atomically: open it in https://ui.perfetto.dev
