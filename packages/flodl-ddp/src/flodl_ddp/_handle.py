@@ -1,8 +1,7 @@
 """The launching process's view of a run: :class:`DdpHandle` and its result, :class:`TrainedState`.
 
-The handle is fed from one background thread (the one that watches the rank processes, or the
-in-process rank itself); the user reads it from theirs. ``metrics_fn`` and the monitor are called
-on the feeding thread, as each epoch arrives.
+One background thread feeds the handle (and calls ``metrics_fn`` and the monitor as each epoch
+arrives); the user reads it from theirs.
 """
 
 from __future__ import annotations
@@ -88,10 +87,9 @@ class DdpHandle:
             from flodl_monitor import Monitor
 
             monitor = Monitor(epochs, stream=io.StringIO(), resources=False)
-        self._monitor = monitor
         if record_log:
             monitor.record_log(record_log)
-        self._dashboard = save_dashboard
+        self._monitor, self._dashboard = monitor, save_dashboard
         self._supervisor: Any = None
         self._keep: Any = None  # what must live as long as a spawned run (its store)
         self.events: list[dict[str, Any]] = []
@@ -102,13 +100,10 @@ class DdpHandle:
         """Progress reports within epochs, in order (``reports_per_epoch``)."""
         self._queue: queue.Queue[Any] = queue.Queue()
         self._history: list[EpochMetrics] = []
-        self._done = threading.Event()
-        self._ended = False
+        self._done, self._ended = threading.Event(), False
         self._state: TrainedState | None = None
         self._error: BaseException | None = None
         self._timeline: Any = None
-
-    # ---- fed by the run ---------------------------------------------------------------------
 
     def _attach(self, supervisor: Any, keep: Any = None) -> None:
         """The supervisor of a spawned run (and what must live as long as the run)."""
@@ -147,8 +142,6 @@ class DdpHandle:
         self._error = error
         self._done.set()
         self._queue.put(_END)
-
-    # ---- read by the user -------------------------------------------------------------------
 
     @property
     def world_size(self) -> int:
@@ -208,8 +201,6 @@ class DdpHandle:
         """Tear the run down now (every rank is terminated); :meth:`join` then raises."""
         if self._supervisor is not None and not self._done.is_set():
             self._supervisor.stop()
-
-    # ---- spawned runs ------------------------------------------------------------------------
 
     def rank_pid(self, rank: int) -> int | None:
         """The process id of rank ``rank``'s current process (spawned runs)."""

@@ -1,9 +1,7 @@
 """What a run reports per epoch: :class:`EpochMetrics`, :func:`record_scalar`, monitor wiring.
 
-Every rank hands its numbers (losses, batches, compute / sync / idle time, recorded scalars) to
-each averaging round's small exchange (sync: the epoch's end), so every rank can build the same
-:class:`EpochMetrics` from its tally (:mod:`flodl_ddp._ledger`). The launching process
-receives one copy; :class:`Progress` reports come between them when asked for.
+Every rank builds the same :class:`EpochMetrics` from the epoch sums all ranks exchanged
+(:mod:`flodl_ddp._ledger`); the launching process receives one copy.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ def record_scalar(name: str, value: float) -> None:
     """
     if not isinstance(name, str) or not name:
         raise ConfigError(f"record_scalar name must be a non-empty string, got {name!r}")
-    sink: ScalarSink | None = getattr(_local, "sink", None)
-    if sink is None:
+    if (sink := getattr(_local, "sink", None)) is None:
         return
     try:
         v = float(value)
@@ -49,6 +46,7 @@ class ScalarSink:
         self.counts: dict[str, int] = {}
 
     def add(self, name: str, value: float) -> None:
+        """Count a finite ``value`` under ``name`` (NaN and infinities are left out)."""
         if math.isfinite(value):
             self.sums[name] = self.sums.get(name, 0.0) + value
             self.counts[name] = self.counts.get(name, 0) + 1
@@ -221,24 +219,14 @@ def combine_ranks(
     epoch_s = max(d["wall"] for d in ranks)
     total_batches = sum(d["batches"] for d in ranks) or 1
     per_rank = []
-    for r, d in enumerate(ranks):
-        samples = int(d["batches"]) * batch_size
-        per_rank.append(
-            RankMetrics(
-                rank=r,
-                host=d["host"],
-                device=d["device"],
-                loss=d["loss_sum"] / d["loss_n"] if d["loss_n"] else math.nan,
-                batches=int(d["batches"]),
-                samples=samples,
-                throughput=samples / epoch_s if epoch_s > 0 else 0.0,
-                compute_ms=d["compute"] * 1000.0,
-                sync_ms=d["sync"] * 1000.0,
-                idle_ms=d["idle"] * 1000.0,
-                comm_bytes=int(d.get("comm_bytes", 0)),
-                peak_memory_bytes=int(d.get("peak_memory", 0)),
-            )
-        )
+    for r, d in enumerate(ranks):  # RankMetrics' fields in order
+        n = int(d["batches"])
+        loss = d["loss_sum"] / d["loss_n"] if d["loss_n"] else math.nan
+        head = (r, d["host"], d["device"], loss, n, n * batch_size)
+        rate = n * batch_size / epoch_s if epoch_s > 0 else 0.0
+        ms = [d[k] * 1000.0 for k in ("compute", "sync", "idle")]
+        tail = (int(d.get("comm_bytes", 0)), int(d.get("peak_memory", 0)))
+        per_rank.append(RankMetrics(*head, rate, *ms, *tail))
     loss_n = sum(d["loss_n"] for d in ranks)
     scal_sum: Counter[str] = Counter()
     scal_n: Counter[str] = Counter()
