@@ -1,14 +1,10 @@
-"""The six training modes: when to average (policy) times where to average (backend).
+"""The six training modes, ``"<backend>-<policy>"``: where to average times when to average.
 
-A mode is written ``"<backend>-<policy>"``: ``nccl-sync``, ``nccl-cadence``, ``nccl-async``,
-``cpu-sync``, ``cpu-cadence``, ``cpu-async``. ``nccl`` averages with collectives on the training
-device's own tensors (NCCL on CUDA, gloo on CPU tensors); ``cpu`` averages CPU copies over gloo,
-which works across GPU vendors and through tunnels. The policy says when:
-
-- ``sync``: gradients are averaged after every batch (classic data parallelism);
-- ``cadence``: parameters are averaged when the slowest rank has run its ``anchor`` batches and the
-  faster ones their proportional counts (ElChe);
-- ``async``: like cadence, but fast ranks may overshoot their counts until every rank is ready.
+Backends: ``nccl`` averages the device's own tensors (NCCL on CUDA, gloo on CPU tensors); ``cpu``
+averages CPU copies over gloo (across GPU vendors, through tunnels). Policies: ``sync`` averages
+gradients after every batch; ``cadence`` averages parameters when the slowest rank has run its
+``anchor`` batches and the others their proportional counts (ElChe); ``async`` is cadence where
+fast ranks may overshoot their counts until every rank is ready.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Which samples each rank reads in an epoch.
+"""Which samples each rank reads in an epoch, computed alike on every rank without talking.
 
-Every rank computes the same plan from the same numbers, with no communication: epoch ``k``'s
-order is one seeded global permutation (:func:`flodl_core.data.epoch_permutation`, drawn from
-``seed + k``), cut into consecutive slices, one per rank, sized by the ranks' shares (equal by
-default, throughput-proportional once ElChe is calibrated). The slices are disjoint and cover the
-order, so within an epoch every sample is seen exactly once.
-
-The slices are *positions* in the epoch order, the same positions
-:meth:`flodl_core.DataLoader.shard_range` takes, so a rank can hand its slice straight to a
-loader built with the same ``seed``::
+Epoch ``k``'s order is one seeded global permutation (drawn from ``seed + k``) cut into
+consecutive slices, one per rank, sized by the ranks' shares: within an epoch every sample is
+seen exactly once. The slices are positions in that order, as
+:meth:`flodl_core.DataLoader.shard_range` takes them (a loader with the same ``seed``)::
 
     plan = partition(len(ds), [2.0, 1.0], epoch=3, seed=42)
     loader.shard_range(plan[rank].start, plan[rank].stop).epoch(3)
@@ -84,7 +79,7 @@ def _shares(ranks: int | Sequence[float]) -> list[float]:
             f"partition needs a world size (int >= 1) or a sequence of per-rank shares, "
             f"got {type(ranks).__name__} {ranks!r}"
         )
-    if len(ranks) == 0:
+    if not ranks:
         raise ConfigError("shares is empty; give one share per rank")
     for i, w in enumerate(ranks):
         if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
@@ -119,11 +114,9 @@ def split_sizes(n_samples: int, ranks: int | Sequence[float]) -> list[int]:
     by_remainder = sorted(range(len(shares)), key=lambda i: (-(exact[i] - sizes[i]), i))
     for i in by_remainder[: n_samples - sum(sizes)]:
         sizes[i] += 1
-    for i in active:
-        if sizes[i] == 0:
-            donor = max(range(len(sizes)), key=lambda j: (sizes[j], -j))
-            sizes[donor] -= 1
-            sizes[i] = 1
+    for i in (i for i in active if sizes[i] == 0):
+        donor = max(range(len(sizes)), key=lambda j: (sizes[j], -j))
+        sizes[donor], sizes[i] = sizes[donor] - 1, 1
     return sizes
 
 
