@@ -94,8 +94,7 @@ def weighted_all_reduce_gradients(
 
 
 def _tensors(model: nn.Module) -> list[tuple[str, Tensor]]:
-    """Every parameter and buffer by name, in ``named_parameters()`` then ``named_buffers()``
-    order (the order ``state_dict`` and the bucketed collectives use)."""
+    """Every parameter, then every buffer, by name (the collectives' order)."""
     return [*model.named_parameters(), *model.named_buffers()]
 
 
@@ -107,7 +106,7 @@ def _layout(model: nn.Module) -> tuple[int, int, int]:
 
 
 def _crc(t: Tensor) -> int:
-    """CRC32 of a tensor's raw bytes, as stored: equal values bit for bit, equal CRCs."""
+    """CRC32 of a tensor's raw bytes."""
     flat = t.detach().contiguous().reshape(-1).cpu()
     return zlib.crc32(flat.view(torch.uint8).numpy()) if flat.numel() else 0
 
@@ -125,16 +124,13 @@ def verify_replicas(
     model: nn.Module, *, values: bool = True, group: dist.ProcessGroup | None = None
 ) -> None:
     """Check that every rank holds the same replica: the same architecture (parameter and
-    buffer names, shapes, dtypes) and, with ``values``, the same values of every parameter and
-    buffer, bit for bit (a CRC32 of each tensor's bytes, compared across ranks).
+    buffer names, shapes, dtypes) and, with ``values``, the same values bit for bit (CRC32 of
+    each tensor's bytes). ``values=False`` checks the architecture alone (before
+    :func:`sync_params`, when each rank drew its own initial weights).
 
-    Call it before the first bucketed collective, which would otherwise pair mismatched
-    buckets or hang, and after :func:`sync_params`: replicas that start apart never meet again
-    (the averaged gradients keep their difference). ``values=False`` checks the architecture
-    alone (before ``sync_params``, when each rank drew its own initial weights).
-
-    A collective: every rank of ``group`` calls it (one small all-gather; a second one only
-    when the values differ, to name the first tensor that does).
+    Call it before the first bucketed collective (mismatched buckets would pair up or hang) and
+    after :func:`sync_params` (replicas that start apart never meet again). A collective: every
+    rank of ``group`` calls it (a second all-gather only when values differ, to name the tensor).
 
     Raises:
         DdpError: naming the first rank whose replica differs from rank 0's, and whether its

@@ -27,11 +27,8 @@ _END = object()
 
 @dataclass
 class TrainedState:
-    """The trained model: parameters and buffers by ``state_dict`` name, as CPU tensors.
-
-    After a run the replicas agree (the last averaging made them equal); with ``easgd_alpha`` the
-    consensus of the last averaging is returned.
-    """
+    """The trained model: parameters and buffers by ``state_dict`` name, as CPU tensors (the
+    replicas agree after the last averaging; with ``easgd_alpha``: its consensus)."""
 
     params: dict[str, Tensor]
     buffers: dict[str, Tensor]
@@ -103,7 +100,7 @@ class DdpHandle:
         self._done, self._ended = threading.Event(), False
         self._state: TrainedState | None = None
         self._error: BaseException | None = None
-        self._timeline: Any = None
+        self._timeline: Any = None  # the merged Timeline, when asked for
 
     def _attach(self, supervisor: Any, keep: Any = None) -> None:
         """The supervisor of a spawned run (and what must live as long as the run)."""

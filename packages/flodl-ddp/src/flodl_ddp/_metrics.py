@@ -20,11 +20,8 @@ _local = threading.local()
 
 def record_scalar(name: str, value: float) -> None:
     """Record a named number inside ``train_step``; each epoch's mean over every call on every
-    rank lands in :attr:`EpochMetrics.scalars` (``record_scalar("acc", 0.93)``).
-
-    Outside a distributed run (no rank is training in this thread) the call does nothing, so a
-    ``train_step`` can be reused in a plain loop.
-    """
+    rank lands in :attr:`EpochMetrics.scalars` (``record_scalar("acc", 0.93)``). Outside a
+    distributed run it does nothing, so a ``train_step`` can be reused in a plain loop."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"record_scalar name must be a non-empty string, got {name!r}")
     if (sink := getattr(_local, "sink", None)) is None:
@@ -39,7 +36,7 @@ def record_scalar(name: str, value: float) -> None:
 
 
 class ScalarSink:
-    """Per-rank running sums of recorded scalars (one per training thread)."""
+    """Per-rank running sums and counts of recorded scalars (one per training thread)."""
 
     def __init__(self) -> None:
         self.sums: dict[str, float] = {}
@@ -80,10 +77,9 @@ class RankMetrics:
         compute_ms: time spent training (forward, backward, optimizer, slowdown sleep).
         sync_ms: time spent averaging.
         idle_ms: time spent waiting for other ranks.
-        comm_bytes: bytes it handed to all-reduce (averaged parameters and buffers; sync mode:
-            gradient buckets); a ring all-reduce moves ``2 (W-1)/W`` of it over each link.
-        peak_memory_bytes: the most device memory its tensors have held since it started
-            (``torch.cuda.max_memory_allocated``); 0 on a CPU device and in elastic runs.
+        comm_bytes: bytes it handed to all-reduce (parameters and buffers; sync: gradients).
+        peak_memory_bytes: ``torch.cuda.max_memory_allocated`` since it started (0 on a CPU
+            device and in elastic runs).
     """
 
     rank: int
@@ -154,8 +150,7 @@ class Progress:
     Attributes:
         epoch: the epoch it belongs to.
         fraction: the share of the epoch's batches trained so far, in (0, 1).
-        loss: mean training loss of the epoch so far (every rank's batches in cadence and async;
-            rank 0's in sync, whose ranks step in lockstep on one model).
+        loss: mean training loss of the epoch so far (every rank's; sync: rank 0's).
         samples: samples trained so far in the epoch, every rank together.
     """
 
@@ -180,9 +175,8 @@ _LEAF_VALUES = ("loss", "throughput", "batches", "samples", "compute_ms", "sync_
 
 
 def publish(monitor: Any, m: EpochMetrics) -> None:
-    """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank becomes a leaf of the record
-    tree (the dashboard shows each rank, each host and the run), then the epoch line. The run owns
-    the tree: the monitor's own ``record_path`` is switched off (``root`` now has children)."""
+    """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank as a leaf of the record tree
+    (which the run owns: the monitor's ``record_path`` is switched off), then the epoch line."""
     monitor.record_path = None
     for r in m.per_rank:
         values = {k: float(getattr(r, k)) for k in _LEAF_VALUES}
@@ -210,12 +204,9 @@ def combine_ranks(
     lr: float,
     counts: list[int] | None,
 ) -> EpochMetrics:
-    """One :class:`EpochMetrics` from every rank's epoch sums (the same dicts on every rank).
-
-    Each ``ranks[r]`` holds ``host, device, loss_sum, loss_n, batches, compute, sync, idle, wall``
-    (seconds) and the recorded scalars' ``sums`` / ``counts``; ``sync_ms`` is the slowest rank's
-    duration of each averaging round of the epoch.
-    """
+    """One :class:`EpochMetrics` from every rank's epoch sums (the same dicts on every rank):
+    ``ranks[r]`` holds ``host, device, loss_sum, loss_n, batches, compute, sync, idle, wall``
+    (seconds), ``sums`` / ``counts`` of the scalars; ``sync_ms``: each round's slowest rank."""
     epoch_s = max(d["wall"] for d in ranks)
     total_batches = sum(d["batches"] for d in ranks) or 1
     per_rank = []
@@ -228,8 +219,7 @@ def combine_ranks(
         tail = (int(d.get("comm_bytes", 0)), int(d.get("peak_memory", 0)))
         per_rank.append(RankMetrics(*head, rate, *ms, *tail))
     loss_n = sum(d["loss_n"] for d in ranks)
-    scal_sum: Counter[str] = Counter()
-    scal_n: Counter[str] = Counter()
+    scal_sum, scal_n = Counter[str](), Counter[str]()
     for d in ranks:
         scal_sum.update(d["sums"])
         scal_n.update(d["counts"])
