@@ -82,11 +82,9 @@ class MetaController:
             factors.append(_clamp(base - (1 - base) * trend))
             self._verdicts.clear()
             self._last["verdict_streak"] = 1.0
-        if not factors:
-            return None
-        factor = _clamp(math.prod(factors))
-        self._last["factor"] = factor
-        return factor
+        if factors:
+            self._last["factor"] = _clamp(math.prod(factors))
+        return self._last.get("factor")
 
     def telemetry(self) -> dict[str, float]:
         """The last cycle's trend, which watchers fired and the factor returned."""

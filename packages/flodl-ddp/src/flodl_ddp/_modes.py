@@ -55,12 +55,9 @@ MODES: tuple[str, ...] = tuple(f"{b.value}-{p.value}" for b in Backend for p in 
 
 
 def parse_mode(mode: str | Mode) -> Mode:
-    """A :class:`Mode` from its name.
-
-    Accepts ``"cpu-async"``, ``"cpu_async"``, ``"CPU-Async"`` (case-insensitive, ``-`` or ``_``)
-    and passes a :class:`Mode` through unchanged; anything else is a :class:`ConfigError` that
-    lists the six names.
-    """
+    """A :class:`Mode` from its name: ``"cpu-async"``, ``"cpu_async"``, ``"CPU-Async"``
+    (case-insensitive, ``-`` or ``_``); a :class:`Mode` passes through unchanged; anything else
+    is a :class:`ConfigError` that lists the six names."""
     if isinstance(mode, Mode):
         return mode
     if not isinstance(mode, str):

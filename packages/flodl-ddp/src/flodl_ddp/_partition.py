@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -50,9 +50,6 @@ class Partition(Sequence[range]):
 
     def __len__(self) -> int:
         return len(self.slices)
-
-    def __iter__(self) -> Iterator[range]:
-        return iter(self.slices)
 
     @property
     def sizes(self) -> list[int]:
