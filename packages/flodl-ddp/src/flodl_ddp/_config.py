@@ -58,8 +58,7 @@ class TrainerConfig(_RunOptions):
     and train step are given to :meth:`Trainer.builder`.
 
     Attributes:
-        dataset: anything :class:`flodl_core.DataLoader` reads (a ``BatchDataSet``, a map-style
-            dataset, a tuple of tensors). It is sent to every rank process.
+        dataset: anything :class:`flodl_core.DataLoader` reads, sent to every rank process.
         batch_size: samples per batch, per rank (> 0).
         num_epochs: epochs to train (> 0).
         devices: one entry per rank (``"cpu"``, ``"cuda:1"``, ``1``); ``None``: every GPU
@@ -77,16 +76,14 @@ class TrainerConfig(_RunOptions):
         speed_hint: ``(slow_rank, ratio)``: seeds ElChe before it has measured anything.
         partition_ratios: fixed per-rank data shares instead of throughput-proportional ones.
         max_grad_norm: clip each rank's gradient norm to this before its optimizer step.
-        max_overshoot: async only: the most extra batches a ready rank runs while it waits
-            (``None``: automatic, see :mod:`flodl_ddp._gate`).
+        max_overshoot: async: the most extra batches a ready rank runs waiting (``None``: auto).
         divergence_threshold: the default :class:`TrendGuard`'s threshold.
         guard: a convergence guard object (``None``: ``TrendGuard(divergence_threshold)``).
         meta_controller: turn on the LR-aware meta-controller.
         elche_relax_up: after each averaging the guard calls stable, grow the anchor by one
             toward ``max_anchor`` (refused past ``max_batch_diff``).
         easgd_alpha: cpu-async only: blend ``W := (1-a) W + a W_avg`` instead of overwriting.
-        outer_optimizer: applied to the consensus between averaging and write-back
-            (``None``: plain averaging, :class:`OuterAvg`).
+        outer_optimizer: applied to the consensus before write-back (``None``: :class:`OuterAvg`).
         scheduler: ``factory(optimizer, total_steps)`` returning a :class:`~flodl_core.Scheduler`
             or anything with ``.step()``, driven by the global step (all ranks' batches).
         lr_scale_ratio: every rank's learning rate is multiplied by ``1 + lr_scale_ratio *
@@ -94,29 +91,24 @@ class TrainerConfig(_RunOptions):
             batch), 0.0 in cadence and async.
         seed: seeds the model initialisation, the per-epoch data order and each rank's RNG.
         batches_per_epoch: a cap on the batches of all ranks together in one epoch.
-        reports_per_epoch: progress reports within an epoch (``DdpHandle.reports``, the record
-            tree); 0: none.
-        eval_on: the rank that runs ``eval_fn``: ``"fastest"`` (ElChe's fastest; rank 0 before
-            any measurement) or a rank number.
+        reports_per_epoch: progress reports per epoch (``DdpHandle.reports``); 0: none.
+        eval_on: the rank that runs ``eval_fn``: a number or ``"fastest"`` (ElChe's; first: 0).
         eval_fn: ``fn(model) -> float | dict[str, float]``, after each epoch (see ``eval_on``).
         metrics_fn: ``fn(EpochMetrics)`` in the launching process after each epoch.
         monitor: a :class:`flodl_monitor.Monitor` that receives every epoch and every rank.
-        record_log: a folder for the record tree as JSONL (see
-            :meth:`flodl_monitor.Monitor.record_log`); a silent monitor is made if none is set.
+        record_log: a folder for the record tree as JSONL (``Monitor.record_log``; any monitor).
         save_dashboard: a file: the whole dashboard as one offline HTML page, at the run's end.
         timeline: record per-rank compute / sync / idle spans (``DdpHandle.timeline()``).
         checkpoint_every: write a checkpoint every this many epochs (needs ``checkpoint_path``).
         checkpoint_path: the checkpoint folder.
         resume: a checkpoint folder to continue from.
-        slowdown: testing aid: ``{rank: factor}`` makes that rank's batches take ``factor``
-            times as long (see ``flodl_ddp._slowdown``).
+        slowdown: testing aid: ``{rank: factor}``: its batches take ``factor`` times as long.
         threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU;
             one device: set on the calling thread only when given).
         bind_cores: bind each rank process of a host to an equal slice of the usable cores
             (Linux; see ``flodl_ddp._affinity``).
         timeout_s: how long a collective or a rendezvous may wait before the run fails.
-        elastic: :class:`~flodl_ddp._elastic.ElasticOptions` when ranks may die and come back
-            (``None``: a fixed world; see :meth:`TrainerBuilder.elastic`).
+        elastic: :class:`ElasticOptions` when ranks may die and come back (``None``: fixed world).
     """
 
     devices: Sequence[Any] | None = None

@@ -27,12 +27,9 @@ def record_scalar(name: str, value: float) -> None:
     if (sink := getattr(_local, "sink", None)) is None:
         return
     try:
-        v = float(value)
+        sink.add(name, float(value))
     except (TypeError, ValueError):
-        raise ConfigError(
-            f"record_scalar({name!r}, ...) got {value!r}; expected a number"
-        ) from None
-    sink.add(name, v)
+        raise ConfigError(f"record_scalar({name!r}, ...) got {value!r}, not a number") from None
 
 
 class ScalarSink:
