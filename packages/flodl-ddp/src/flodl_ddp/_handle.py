@@ -55,14 +55,9 @@ def state_of(model: nn.Module) -> TrainedState:
 
 
 class DdpHandle:
-    """A run in progress (returned by ``Trainer.builder(...).run()``).
-
-    - :meth:`next_metrics` blocks for the next epoch's :class:`EpochMetrics`, ``None`` at the end;
-    - :meth:`poll_metrics` returns the epochs that arrived since the last call, without blocking;
-    - :meth:`join` waits for the end and returns the :class:`TrainedState`, or raises
-      :class:`DdpError` naming the rank, its host and the traceback of the rank that failed;
-    - :meth:`timeline` is the merged per-rank timeline when ``.timeline(True)`` was set;
-    - :attr:`reports` holds the progress reports within epochs (``reports_per_epoch``).
+    """A run in progress (returned by ``Trainer.builder(...).run()``): its epochs
+    (:meth:`next_metrics`, :meth:`poll_metrics`), its end (:meth:`join`: the trained state, or a
+    :class:`DdpError` naming the failed rank, its host and traceback), :meth:`timeline`.
 
     ``record_log`` (a folder: the record tree as JSONL as it grows) and ``save_dashboard`` (a
     file: the offline dashboard at the end) go through ``monitor``, or a silent one.
@@ -155,9 +150,8 @@ class DdpHandle:
         return self._done.is_set()
 
     def next_metrics(self, timeout: float | None = None) -> EpochMetrics | None:
-        """The next epoch's metrics; blocks until it arrives. ``None`` once the run has ended
-        (then :meth:`join` gives the result or raises the failure). ``timeout`` seconds without
-        an epoch raise ``TimeoutError``."""
+        """The next epoch's metrics, blocking (``TimeoutError`` after ``timeout`` s); ``None``
+        once the run has ended (then :meth:`join` gives the result or raises the failure)."""
         try:
             return self._take(True, timeout)
         except queue.Empty:
@@ -172,8 +166,7 @@ class DdpHandle:
         return out
 
     def _take(self, block: bool, timeout: float | None = None) -> EpochMetrics | None:
-        """The next queued epoch; ``None`` once the end was taken; ``queue.Empty`` when none
-        came (within ``timeout``)."""
+        """The next queued epoch; ``None`` after the end; ``queue.Empty`` when none came."""
         if self._ended:
             return None
         item = self._queue.get(block, timeout)

@@ -88,15 +88,11 @@ def _shares(ranks: int | Sequence[float]) -> list[float]:
 
 
 def split_sizes(n_samples: int, ranks: int | Sequence[float]) -> list[int]:
-    """Per-rank slice sizes of ``n_samples`` in proportion to the shares.
-
-    Rounded by largest remainder (floors first, then one more to the largest fractional parts,
-    ties to the lower rank), so the sizes sum to ``n_samples`` exactly and each is within one of
-    its exact share. A rank with a positive share never gets 0: if rounding would leave it empty
-    it takes one sample from the currently largest slice. A share of 0 gets nothing (a rank that
-    left the run). A :class:`ConfigError` for bad shares, or fewer samples than ranks with a
-    positive share.
-    """
+    """Per-rank slice sizes of ``n_samples`` in proportion to the shares, by largest remainder
+    (ties to the lower rank): they sum to ``n_samples``, each within one of its exact share. A
+    positive share never gets 0 (it takes one sample from the largest slice); a share of 0 (a
+    rank that left) gets nothing. A :class:`ConfigError` for bad shares, or fewer samples than
+    ranks with a positive share."""
     check_int(n_samples, "n_samples", ge=0)
     shares = _shares(ranks)
     active = [i for i, w in enumerate(shares) if w > 0]
@@ -130,8 +126,7 @@ def partition(
     Args:
         n_samples: dataset length ``N`` (>= the number of ranks with a positive share).
         ranks: the world size (equal slices) or one share per rank (any positive scale, e.g.
-            ElChe's ``throughput_shares()`` or ``partition_ratios``); sizes follow
-            :func:`split_sizes`.
+            ElChe's ``throughput_shares()``); sizes follow :func:`split_sizes`.
         epoch: the epoch number (>= 0); the order is drawn from ``seed + epoch``.
         seed: the run's base seed (>= 0), the same on every rank.
         shuffle: ``False`` keeps the order ``0..N-1``.
