@@ -58,7 +58,7 @@ class TrainerConfig(_RunOptions):
     and train step are given to :meth:`Trainer.builder`.
 
     Attributes:
-        dataset: anything :class:`flodl_core.DataLoader` reads, sent to every rank process.
+        dataset: what :class:`flodl_core.DataLoader` reads (``BatchDataSet``, map-style, tensors).
         batch_size: samples per batch, per rank (> 0).
         num_epochs: epochs to train (> 0).
         devices: one entry per rank (``"cpu"``, ``"cuda:1"``, ``1``); ``None``: every GPU
