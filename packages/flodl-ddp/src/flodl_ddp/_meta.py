@@ -20,11 +20,8 @@ from ._elche import Phase
 from ._errors import check_state_keys
 from ._guards import ActionKind, ConvergenceAction
 
-LR_WINDOW = 3
-ANCHOR_WINDOW = 5
-VERDICT_WINDOW = 5
-LR_CLIFF = 0.3
-LR_CLIFF_BASE = 0.5
+LR_WINDOW, ANCHOR_WINDOW, VERDICT_WINDOW = 3, 5, 5  # cycles each window keeps
+LR_CLIFF, LR_CLIFF_BASE = 0.3, 0.5  # a fall of more than 30 % -> base factor 0.5
 SETTLED_BAND = 0.10
 STREAK = {Phase.WARMUP: (5, 0.3), Phase.STABLE: (3, 0.5), Phase.MATURE: (2, 0.7)}
 """Per phase: (verdicts in a row that fire, base factor)."""
