@@ -12,41 +12,32 @@ collectives, bucketed::
         optimizer.step(); optimizer.zero_grad()
     sync_buffers(model)                     # e.g. BatchNorm running stats from rank 0
 
-``weighted_all_reduce_gradients(model, count)`` is the heterogeneous version: a rank that ran
-``count`` batches weighs ``count / total`` in the result, which is the mean over every batch run by
-any rank when each rank's gradient is the mean over its own batches. ``verify_replicas(model)``
-at any later point checks that the replicas still hold the same values, bit for bit.
+``weighted_all_reduce_gradients(model, count)`` weighs each rank by its batch count (ranks of
+unequal speed); ``verify_replicas(model)`` checks at any point that the replicas agree bit for bit.
 """
 
 from __future__ import annotations
 
-import math
 import zlib
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from flodl_core import ConfigError
+from flodl_core import check_finite
 
 from ._buckets import all_reduce_buckets, broadcast_buckets
 from ._errors import DdpError
 
 
 def _grads(model: nn.Module) -> list[Tensor]:
-    """The gradient of every trainable parameter, in ``parameters()`` order.
-
-    A parameter without a gradient (unused this step) gets zeros, so every rank reduces the same
-    layout; otherwise one rank's bucket would pair with another rank's different bucket.
-    """
-    out = []
-    for p in model.parameters():
-        if not p.requires_grad:
-            continue
+    """The gradient of every trainable parameter, in ``parameters()`` order; an unused one gets
+    zeros, so every rank reduces the same bucket layout."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-        out.append(p.grad)
-    return out
+    return [p.grad for p in params]
 
 
 def sync_params(model: nn.Module, *, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
@@ -57,8 +48,7 @@ def sync_params(model: nn.Module, *, src: int = 0, group: dist.ProcessGroup | No
 
 def sync_buffers(model: nn.Module, *, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
     """Broadcast buffers (BatchNorm running statistics ...) from rank ``src``; not averaged."""
-    buffers = [b for b in model.buffers()]
-    if buffers:
+    if buffers := list(model.buffers()):
         broadcast_buckets(buffers, src=src, group=group)
 
 
@@ -79,7 +69,8 @@ def weighted_all_reduce_gradients(
     wire_dtype: torch.dtype | None = None,
     group: dist.ProcessGroup | None = None,
 ) -> None:
-    """Replace every gradient with the count-weighted sum ``g = Σ_r (count_r / Σ count) · g_r``.
+    """Replace every gradient with the count-weighted sum ``g = Σ_r (count_r / Σ count) · g_r``:
+    the mean over every batch of every rank when each rank's gradient is the mean over its own.
 
     Args:
         count: this rank's weight, usually the number of batches (or samples) it ran since the
@@ -89,16 +80,9 @@ def weighted_all_reduce_gradients(
         DdpError: the counts of all ranks sum to 0 (raised on every rank alike, so none hangs).
         ValueError (ConfigError): ``count`` is negative or not a finite number.
     """
-    if (
-        not isinstance(count, (int, float))
-        or isinstance(count, bool)
-        or not math.isfinite(count)
-        or count < 0
-    ):
-        raise ConfigError(f"count must be a finite number >= 0, got {count!r}")
+    count = check_finite(count, "count", ge=0)
     grads = _grads(model)
-    device = grads[0].device if grads else torch.device("cpu")
-    total_t = torch.tensor([float(count)], dtype=torch.float64, device=device)
+    total_t = torch.tensor([count], dtype=torch.float64, device=grads[0].device if grads else None)
     dist.all_reduce(total_t, group=group)
     total = float(total_t.item())
     if total <= 0:
@@ -110,21 +94,19 @@ def weighted_all_reduce_gradients(
 
 
 def _tensors(model: nn.Module) -> list[tuple[str, Tensor]]:
-    """Every parameter and buffer by name, in ``named_parameters()`` then ``named_buffers()``
-    order (the order ``state_dict`` and the bucketed collectives use)."""
+    """Every parameter, then every buffer, by name (the collectives' order)."""
     return [*model.named_parameters(), *model.named_buffers()]
 
 
 def _layout(model: nn.Module) -> tuple[int, int, int]:
     """``(tensor count, parameter elements, CRC32 of every name, shape and dtype)``."""
     tensors = _tensors(model)
-    shapes = ";".join(f"{n}:{tuple(t.shape)}:{t.dtype}" for n, t in tensors)
-    numel = sum(t.numel() for t in model.parameters())
-    return len(tensors), numel, zlib.crc32(shapes.encode())
+    shapes = ";".join(f"{n}:{tuple(t.shape)}:{t.dtype}" for n, t in tensors).encode()
+    return len(tensors), sum(t.numel() for t in model.parameters()), zlib.crc32(shapes)
 
 
 def _crc(t: Tensor) -> int:
-    """CRC32 of a tensor's raw bytes, as stored: equal values bit for bit, equal CRCs."""
+    """CRC32 of a tensor's raw bytes."""
     flat = t.detach().contiguous().reshape(-1).cpu()
     return zlib.crc32(flat.view(torch.uint8).numpy()) if flat.numel() else 0
 
@@ -132,8 +114,7 @@ def _crc(t: Tensor) -> int:
 def _gather(values: list[int], group: dist.ProcessGroup | None) -> list[list[int]]:
     """Every rank's ``values`` (the same length on every rank), in rank order."""
     mine = torch.tensor(values, dtype=torch.int64)
-    if dist.get_backend(group) == "nccl":
-        mine = mine.cuda()
+    mine = mine.cuda() if dist.get_backend(group) == "nccl" else mine
     gathered = [torch.zeros_like(mine) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, mine, group=group)
     return [g.tolist() for g in gathered]
@@ -143,16 +124,13 @@ def verify_replicas(
     model: nn.Module, *, values: bool = True, group: dist.ProcessGroup | None = None
 ) -> None:
     """Check that every rank holds the same replica: the same architecture (parameter and
-    buffer names, shapes, dtypes) and, with ``values``, the same values of every parameter and
-    buffer, bit for bit (a CRC32 of each tensor's bytes, compared across ranks).
+    buffer names, shapes, dtypes) and, with ``values``, the same values bit for bit (CRC32 of
+    each tensor's bytes). ``values=False`` checks the architecture alone (before
+    :func:`sync_params`, when each rank drew its own initial weights).
 
-    Call it before the first bucketed collective, which would otherwise pair mismatched
-    buckets or hang, and after :func:`sync_params`: replicas that start apart never meet again
-    (the averaged gradients keep their difference). ``values=False`` checks the architecture
-    alone (before ``sync_params``, when each rank drew its own initial weights).
-
-    A collective: every rank of ``group`` calls it (one small all-gather; a second one only
-    when the values differ, to name the first tensor that does).
+    Call it before the first bucketed collective (mismatched buckets would pair up or hang) and
+    after :func:`sync_params` (replicas that start apart never meet again). A collective: every
+    rank of ``group`` calls it (a second all-gather only when values differ, to name the tensor).
 
     Raises:
         DdpError: naming the first rank whose replica differs from rank 0's, and whether its
@@ -162,9 +140,7 @@ def verify_replicas(
         raise DdpError("no torch.distributed process group is initialised")
     tensors = _tensors(model)
     crcs = [_crc(t) for _, t in tensors] if values else []
-    total = 0
-    for c in crcs:
-        total = zlib.crc32(c.to_bytes(4, "little"), total)
+    total = zlib.crc32(b"".join(c.to_bytes(4, "little") for c in crcs))
     gathered = _gather([*_layout(model), total], group)
     ref = gathered[0]
     for r, got in enumerate(gathered):

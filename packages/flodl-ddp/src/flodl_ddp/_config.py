@@ -1,10 +1,6 @@
-"""What a distributed run is asked to do: :class:`TrainerConfig` and :class:`DdpConfig`.
-
-Both are plain dataclasses with the default next to each field, so a run can be described in
-code, built from a dict (``TrainerConfig(**yaml.safe_load(...)["ddp"])``) or assembled by the
-builder (every builder method sets one field). Each field is checked by one rule
-(:mod:`flodl_ddp._options`) before a process is started; each error names the field, the value
-and what was expected.
+"""What a distributed run is asked to do: :class:`TrainerConfig` and :class:`DdpConfig`, plain
+dataclasses (written in code, built from a dict, or set by the builder one field per method),
+each field checked by one rule of :mod:`flodl_ddp._options` before a process starts.
 """
 
 from __future__ import annotations
@@ -58,22 +54,20 @@ class _RunOptions:
 class TrainerConfig(_RunOptions):
     """Every option of a managed run (:meth:`Trainer.builder`), with its default.
 
-    Required: ``dataset``, ``batch_size``, ``num_epochs``. The three callables (model factory,
-    optimizer factory, train step) are given to :meth:`Trainer.builder`, not here.
+    Required: ``dataset``, ``batch_size``, ``num_epochs``; the model factory, optimizer factory
+    and train step are given to :meth:`Trainer.builder`.
 
     Attributes:
-        dataset: anything :class:`flodl_core.DataLoader` reads (a ``BatchDataSet``, a map-style
-            dataset, a tuple of tensors). It is sent to every rank process.
+        dataset: what :class:`flodl_core.DataLoader` reads (``BatchDataSet``, map-style, tensors).
         batch_size: samples per batch, per rank (> 0).
         num_epochs: epochs to train (> 0).
         devices: one entry per rank (``"cpu"``, ``"cuda:1"``, ``1``); ``None``: every GPU
             :func:`flodl_core.detect_gpus` sees, else one ``"cpu"`` rank.
         mode: one of the six modes (``"nccl-cadence"`` default; see :data:`flodl_ddp.MODES`).
         bf16_wire: send bfloat16 instead of float32 on the ``cpu`` backend (half the bytes).
-        shared_memory: cadence / async with every rank on one host and the averaging buffer in
-            host memory (CPU ranks, or the ``cpu`` backend): average through a file in
-            ``/dev/shm`` (one copy of the weights per rank) instead of gloo. The ranks keep gloo
-            when it does not fit, across hosts, or with ``bf16_wire``; ``False``: always gloo.
+        shared_memory: cadence / async, one host, averaging in host memory (CPU ranks or the
+            ``cpu`` backend): average through a file in ``/dev/shm`` instead of gloo (which stays
+            when it does not fit, across hosts, with ``bf16_wire``, or when ``False``).
         anchor: ElChe's initial anchor (batches of the slowest rank per averaging window).
         max_anchor: upper bound of the anchor's auto-tuning.
         min_anchor: lower bound (default: the initial anchor).
@@ -82,48 +76,39 @@ class TrainerConfig(_RunOptions):
         speed_hint: ``(slow_rank, ratio)``: seeds ElChe before it has measured anything.
         partition_ratios: fixed per-rank data shares instead of throughput-proportional ones.
         max_grad_norm: clip each rank's gradient norm to this before its optimizer step.
-        max_overshoot: async only: the most extra batches a ready rank runs while it waits
-            (``None``: automatic, see :mod:`flodl_ddp._gate`).
+        max_overshoot: async: the most extra batches a ready rank runs waiting (``None``: auto).
         divergence_threshold: the default :class:`TrendGuard`'s threshold.
         guard: a convergence guard object (``None``: ``TrendGuard(divergence_threshold)``).
         meta_controller: turn on the LR-aware meta-controller.
         elche_relax_up: after each averaging the guard calls stable, grow the anchor by one
             toward ``max_anchor`` (refused past ``max_batch_diff``).
         easgd_alpha: cpu-async only: blend ``W := (1-a) W + a W_avg`` instead of overwriting.
-        outer_optimizer: applied to the consensus between averaging and write-back
-            (``None``: plain averaging, :class:`OuterAvg`).
+        outer_optimizer: applied to the consensus before write-back (``None``: :class:`OuterAvg`).
         scheduler: ``factory(optimizer, total_steps)`` returning a :class:`~flodl_core.Scheduler`
-            (driven by the global step: all ranks' batches) or anything with ``.step()`` (called
-            once per global step).
+            or anything with ``.step()``, driven by the global step (all ranks' batches).
         lr_scale_ratio: every rank's learning rate is multiplied by ``1 + lr_scale_ratio *
-            (world_size - 1)``. ``None``: 1.0 in sync mode (the linear scaling rule for its
-            W-times larger pooled batch), 0.0 in cadence and async (each replica steps on its
-            own batch). The start-up line prints the result.
+            (world_size - 1)``; ``None``: 1.0 in sync mode (linear scaling for its pooled
+            batch), 0.0 in cadence and async.
         seed: seeds the model initialisation, the per-epoch data order and each rank's RNG.
         batches_per_epoch: a cap on the batches of all ranks together in one epoch.
-        reports_per_epoch: progress reports within an epoch (loss and samples so far, in
-            ``DdpHandle.reports`` and the record tree); 0 (default): none.
-        eval_on: the rank that runs ``eval_fn``: ``"fastest"`` (default: the rank ElChe measured
-            fastest, rank 0 before any measurement) or a rank number.
+        reports_per_epoch: progress reports per epoch (``DdpHandle.reports``); 0: none.
+        eval_on: the rank that runs ``eval_fn``: a number or ``"fastest"`` (ElChe's; first: 0).
         eval_fn: ``fn(model) -> float | dict[str, float]``, after each epoch (see ``eval_on``).
         metrics_fn: ``fn(EpochMetrics)`` in the launching process after each epoch.
         monitor: a :class:`flodl_monitor.Monitor` that receives every epoch and every rank.
-        record_log: a folder for the run's record tree as JSONL files (one per node, see
-            :meth:`flodl_monitor.Monitor.record_log`); a silent monitor is made if none is set.
+        record_log: a folder for the record tree as JSONL (``Monitor.record_log``; any monitor).
         save_dashboard: a file: the whole dashboard as one offline HTML page, at the run's end.
         timeline: record per-rank compute / sync / idle spans (``DdpHandle.timeline()``).
         checkpoint_every: write a checkpoint every this many epochs (needs ``checkpoint_path``).
         checkpoint_path: the checkpoint folder.
         resume: a checkpoint folder to continue from.
-        slowdown: testing aid: ``{rank: factor}`` makes that rank's batches take ``factor``
-            times as long (a slower device on a uniform machine; see ``flodl_ddp._slowdown``).
+        slowdown: testing aid: ``{rank: factor}``: its batches take ``factor`` times as long.
         threads_per_rank: torch threads per rank (default 1 on CPU ranks, torch's own on GPU;
-            with one device, set on the calling process's training thread only when given).
-        bind_cores: bind each rank process of a host to its own equal slice of the usable cores
-            (Linux; see ``flodl_ddp._affinity``). Off by default.
+            one device: set on the calling thread only when given).
+        bind_cores: bind each rank process of a host to an equal slice of the usable cores
+            (Linux; see ``flodl_ddp._affinity``).
         timeout_s: how long a collective or a rendezvous may wait before the run fails.
-        elastic: :class:`~flodl_ddp._elastic.ElasticOptions` when ranks may die and come back
-            (``None``: a fixed world; see :meth:`TrainerBuilder.elastic`).
+        elastic: :class:`ElasticOptions` when ranks may die and come back (``None``: fixed world).
     """
 
     devices: Sequence[Any] | None = None
@@ -142,11 +127,8 @@ class TrainerConfig(_RunOptions):
 
 @dataclass
 class DdpConfig(_RunOptions):
-    """The cooperative tier's options (:meth:`Trainer.setup`): the run's data and cadence; the
-    user owns the loop. Fields mean what they mean in :class:`TrainerConfig`.
-
-    ``dataset`` and ``batch_size`` are required for ``session.epoch(n)``.
-    """
+    """The cooperative tier's options (:meth:`Trainer.setup`; the user owns the loop), as in
+    :class:`TrainerConfig`; ``session.epoch(n)`` needs ``dataset`` and ``batch_size``."""
 
     def to_trainer_config(self) -> TrainerConfig:
         """The same options as a :class:`TrainerConfig` (fields it lacks keep their defaults)."""

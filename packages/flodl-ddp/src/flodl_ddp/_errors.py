@@ -1,12 +1,11 @@
-"""The error a distributed run raises when a rank fails or the ranks disagree.
-
-:class:`DdpError` carries where the failure happened (``rank``, ``host``) and, when the failure
-happened in another process, that process's traceback as text (``remote_traceback``), so the
-message read in the parent's log is enough to find the cause.
+"""The error a distributed run raises when a rank fails or the ranks disagree: it names where
+(``rank``, ``host``) and carries another process's traceback as text, so the parent's log is
+enough to find the cause.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,9 +31,7 @@ class DdpError(FlodlError, RuntimeError):
         host: str | None = None,
         remote_traceback: str | None = None,
     ) -> None:
-        self.message = message
-        self.rank = rank
-        self.host = host
+        self.message, self.rank, self.host = message, rank, host
         self.remote_traceback = remote_traceback
         super().__init__(message)
 
@@ -46,20 +43,15 @@ class DdpError(FlodlError, RuntimeError):
         return text
 
     def __reduce__(self) -> tuple[object, ...]:
-        # Keyword-only fields would be lost by the default pickling of exceptions, and a
-        # DdpError does travel between processes (a rank reports its failure to the parent).
-        return (_rebuild, (type(self), self.message, self.rank, self.host, self.remote_traceback))
+        # A rank reports its failure to the parent pickled, and the default pickling of an
+        # exception would lose the keyword-only fields.
+        more = {"rank": self.rank, "host": self.host, "remote_traceback": self.remote_traceback}
+        return (functools.partial(type(self), **more), (self.message,))
 
 
 class PeerError(DdpError):
     """This rank failed because another one did: it stopped answering, died, or left an epoch
     early. The run's error names the other rank's own failure when there is one."""
-
-
-def _rebuild(
-    cls: type[DdpError], message: str, rank: int | None, host: str | None, tb: str | None
-) -> DdpError:
-    return cls(message, rank=rank, host=host, remote_traceback=tb)
 
 
 def check_state_keys(owner: str, state: Mapping[str, Any], keys: Iterable[str]) -> None:

@@ -1,8 +1,7 @@
 """The launching process's view of a run: :class:`DdpHandle` and its result, :class:`TrainedState`.
 
-The handle is fed from one background thread (the one that watches the rank processes, or the
-in-process rank itself); the user reads it from theirs. ``metrics_fn`` and the monitor are called
-on the feeding thread, as each epoch arrives.
+One background thread feeds the handle (and calls ``metrics_fn`` and the monitor as each epoch
+arrives); the user reads it from theirs.
 """
 
 from __future__ import annotations
@@ -28,11 +27,8 @@ _END = object()
 
 @dataclass
 class TrainedState:
-    """The trained model: parameters and buffers by ``state_dict`` name, as CPU tensors.
-
-    After a run the replicas agree (the last averaging made them equal); with ``easgd_alpha`` the
-    consensus of the last averaging is returned.
-    """
+    """The trained model: parameters and buffers by ``state_dict`` name, as CPU tensors (the
+    replicas agree after the last averaging; with ``easgd_alpha``: its consensus)."""
 
     params: dict[str, Tensor]
     buffers: dict[str, Tensor]
@@ -59,14 +55,9 @@ def state_of(model: nn.Module) -> TrainedState:
 
 
 class DdpHandle:
-    """A run in progress (returned by ``Trainer.builder(...).run()``).
-
-    - :meth:`next_metrics` blocks for the next epoch's :class:`EpochMetrics`, ``None`` at the end;
-    - :meth:`poll_metrics` returns the epochs that arrived since the last call, without blocking;
-    - :meth:`join` waits for the end and returns the :class:`TrainedState`, or raises
-      :class:`DdpError` naming the rank, its host and the traceback of the rank that failed;
-    - :meth:`timeline` is the merged per-rank timeline when ``.timeline(True)`` was set;
-    - :attr:`reports` holds the progress reports within epochs (``reports_per_epoch``).
+    """A run in progress (returned by ``Trainer.builder(...).run()``): its epochs
+    (:meth:`next_metrics`, :meth:`poll_metrics`), its end (:meth:`join`: the trained state, or a
+    :class:`DdpError` naming the failed rank, its host and traceback), :meth:`timeline`.
 
     ``record_log`` (a folder: the record tree as JSONL as it grows) and ``save_dashboard`` (a
     file: the offline dashboard at the end) go through ``monitor``, or a silent one.
@@ -88,10 +79,9 @@ class DdpHandle:
             from flodl_monitor import Monitor
 
             monitor = Monitor(epochs, stream=io.StringIO(), resources=False)
-        self._monitor = monitor
         if record_log:
             monitor.record_log(record_log)
-        self._dashboard = save_dashboard
+        self._monitor, self._dashboard = monitor, save_dashboard
         self._supervisor: Any = None
         self._keep: Any = None  # what must live as long as a spawned run (its store)
         self.events: list[dict[str, Any]] = []
@@ -102,13 +92,10 @@ class DdpHandle:
         """Progress reports within epochs, in order (``reports_per_epoch``)."""
         self._queue: queue.Queue[Any] = queue.Queue()
         self._history: list[EpochMetrics] = []
-        self._done = threading.Event()
-        self._ended = False
+        self._done, self._ended = threading.Event(), False
         self._state: TrainedState | None = None
         self._error: BaseException | None = None
-        self._timeline: Any = None
-
-    # ---- fed by the run ---------------------------------------------------------------------
+        self._timeline: Any = None  # the merged Timeline, when asked for
 
     def _attach(self, supervisor: Any, keep: Any = None) -> None:
         """The supervisor of a spawned run (and what must live as long as the run)."""
@@ -148,8 +135,6 @@ class DdpHandle:
         self._done.set()
         self._queue.put(_END)
 
-    # ---- read by the user -------------------------------------------------------------------
-
     @property
     def world_size(self) -> int:
         return self._world_size
@@ -165,9 +150,8 @@ class DdpHandle:
         return self._done.is_set()
 
     def next_metrics(self, timeout: float | None = None) -> EpochMetrics | None:
-        """The next epoch's metrics; blocks until it arrives. ``None`` once the run has ended
-        (then :meth:`join` gives the result or raises the failure). ``timeout`` seconds without
-        an epoch raise ``TimeoutError``."""
+        """The next epoch's metrics, blocking (``TimeoutError`` after ``timeout`` s); ``None``
+        once the run has ended (then :meth:`join` gives the result or raises the failure)."""
         try:
             return self._take(True, timeout)
         except queue.Empty:
@@ -182,8 +166,7 @@ class DdpHandle:
         return out
 
     def _take(self, block: bool, timeout: float | None = None) -> EpochMetrics | None:
-        """The next queued epoch; ``None`` once the end was taken; ``queue.Empty`` when none
-        came (within ``timeout``)."""
+        """The next queued epoch; ``None`` after the end; ``queue.Empty`` when none came."""
         if self._ended:
             return None
         item = self._queue.get(block, timeout)
@@ -208,8 +191,6 @@ class DdpHandle:
         """Tear the run down now (every rank is terminated); :meth:`join` then raises."""
         if self._supervisor is not None and not self._done.is_set():
             self._supervisor.stop()
-
-    # ---- spawned runs ------------------------------------------------------------------------
 
     def rank_pid(self, rank: int) -> int | None:
         """The process id of rank ``rank``'s current process (spawned runs)."""

@@ -1,20 +1,11 @@
-"""The LR-aware meta-controller: cut the anchor when the learning rate falls off a cliff or when
-the convergence guard keeps complaining.
-
-A learning-rate drop (a step schedule) changes the loss landscape the replicas walk on; a long
-averaging window tuned for the old rate lets them drift apart. The meta-controller watches each
-averaging cycle's ``(lr, anchor, guard verdict, ElChe phase)`` and answers with a factor for
-:meth:`ElChe.nudge_anchor_down` (or ``None``):
+"""The LR-aware meta-controller: from each averaging cycle's ``(lr, anchor, guard verdict, ElChe
+phase)``, a factor for :meth:`ElChe.nudge_anchor_down` (or ``None``); in Probe nothing fires.
 
 - **LR cliff**: the rate fell by more than 30 % since the previous cycle → base factor 0.5.
-- **Verdict streak**: the last ``K`` verdicts were all ``SUPPRESS_GROWTH`` or ``NUDGE_DOWN``, with
-  ``K`` = 5 in Warmup, 3 in Stable, 2 in Mature and base factor 0.3, 0.5, 0.7 respectively (the
-  longer ElChe has been calibrated, the faster and the gentler the reaction). The verdict window is
-  emptied after it fires, so the next firing needs ``K`` fresh verdicts.
-- The anchor's trend scales each base: ``trend = (anchor − mean(last 5 anchors)) / mean``, and
-  ``factor = clamp(base − (1 − base)·trend, 0.1, 0.95)`` (a growing anchor is cut harder). When
-  both watchers fire, the product of their factors, clamped the same way.
-- In Probe nothing fires.
+- **Verdict streak**: the last ``K`` verdicts were all ``SUPPRESS_GROWTH`` or ``NUDGE_DOWN``
+  (``K`` = 5, 3, 2 and base 0.3, 0.5, 0.7 in Warmup, Stable, Mature); it empties the window.
+- ``factor = clamp(base − (1 − base)·trend, 0.1, 0.95)`` with ``trend = (anchor − mean(last 5
+  anchors)) / mean`` (a growing anchor is cut harder); both firing: the clamped product.
 """
 
 from __future__ import annotations
@@ -29,11 +20,8 @@ from ._elche import Phase
 from ._errors import check_state_keys
 from ._guards import ActionKind, ConvergenceAction
 
-LR_WINDOW = 3
-ANCHOR_WINDOW = 5
-VERDICT_WINDOW = 5
-LR_CLIFF = 0.3
-LR_CLIFF_BASE = 0.5
+LR_WINDOW, ANCHOR_WINDOW, VERDICT_WINDOW = 3, 5, 5  # cycles each window keeps
+LR_CLIFF, LR_CLIFF_BASE = 0.3, 0.5  # a fall of more than 30 % -> base factor 0.5
 SETTLED_BAND = 0.10
 STREAK = {Phase.WARMUP: (5, 0.3), Phase.STABLE: (3, 0.5), Phase.MATURE: (2, 0.7)}
 """Per phase: (verdicts in a row that fire, base factor)."""
@@ -42,8 +30,7 @@ _STATE = ("lrs", "anchors", "verdicts")  # the windows a checkpoint keeps
 
 
 def _clamp(x: float) -> float:
-    lo, hi = FACTOR_RANGE
-    return min(max(x, lo), hi)
+    return min(max(x, FACTOR_RANGE[0]), FACTOR_RANGE[1])
 
 
 class MetaController:
@@ -92,11 +79,9 @@ class MetaController:
             factors.append(_clamp(base - (1 - base) * trend))
             self._verdicts.clear()
             self._last["verdict_streak"] = 1.0
-        if not factors:
-            return None
-        factor = _clamp(math.prod(factors))
-        self._last["factor"] = factor
-        return factor
+        if factors:
+            self._last["factor"] = _clamp(math.prod(factors))
+        return self._last.get("factor")
 
     def telemetry(self) -> dict[str, float]:
         """The last cycle's trend, which watchers fired and the factor returned."""

@@ -1,9 +1,7 @@
 """What a run reports per epoch: :class:`EpochMetrics`, :func:`record_scalar`, monitor wiring.
 
-Every rank hands its numbers (losses, batches, compute / sync / idle time, recorded scalars) to
-each averaging round's small exchange (sync: the epoch's end), so every rank can build the same
-:class:`EpochMetrics` from its tally (:mod:`flodl_ddp._ledger`). The launching process
-receives one copy; :class:`Progress` reports come between them when asked for.
+Every rank builds the same :class:`EpochMetrics` from the epoch sums all ranks exchanged
+(:mod:`flodl_ddp._ledger`); the launching process receives one copy.
 """
 
 from __future__ import annotations
@@ -22,33 +20,27 @@ _local = threading.local()
 
 def record_scalar(name: str, value: float) -> None:
     """Record a named number inside ``train_step``; each epoch's mean over every call on every
-    rank lands in :attr:`EpochMetrics.scalars` (``record_scalar("acc", 0.93)``).
-
-    Outside a distributed run (no rank is training in this thread) the call does nothing, so a
-    ``train_step`` can be reused in a plain loop.
-    """
+    rank lands in :attr:`EpochMetrics.scalars` (``record_scalar("acc", 0.93)``). Outside a
+    distributed run it does nothing, so a ``train_step`` can be reused in a plain loop."""
     if not isinstance(name, str) or not name:
         raise ConfigError(f"record_scalar name must be a non-empty string, got {name!r}")
-    sink: ScalarSink | None = getattr(_local, "sink", None)
-    if sink is None:
+    if (sink := getattr(_local, "sink", None)) is None:
         return
     try:
-        v = float(value)
+        sink.add(name, float(value))
     except (TypeError, ValueError):
-        raise ConfigError(
-            f"record_scalar({name!r}, ...) got {value!r}; expected a number"
-        ) from None
-    sink.add(name, v)
+        raise ConfigError(f"record_scalar({name!r}, ...) got {value!r}, not a number") from None
 
 
 class ScalarSink:
-    """Per-rank running sums of recorded scalars (one per training thread)."""
+    """Per-rank running sums and counts of recorded scalars (one per training thread)."""
 
     def __init__(self) -> None:
         self.sums: dict[str, float] = {}
         self.counts: dict[str, int] = {}
 
     def add(self, name: str, value: float) -> None:
+        """Count a finite ``value`` under ``name`` (NaN and infinities are left out)."""
         if math.isfinite(value):
             self.sums[name] = self.sums.get(name, 0.0) + value
             self.counts[name] = self.counts.get(name, 0) + 1
@@ -82,10 +74,9 @@ class RankMetrics:
         compute_ms: time spent training (forward, backward, optimizer, slowdown sleep).
         sync_ms: time spent averaging.
         idle_ms: time spent waiting for other ranks.
-        comm_bytes: bytes it handed to all-reduce (averaged parameters and buffers; sync mode:
-            gradient buckets); a ring all-reduce moves ``2 (W-1)/W`` of it over each link.
-        peak_memory_bytes: the most device memory its tensors have held since it started
-            (``torch.cuda.max_memory_allocated``); 0 on a CPU device and in elastic runs.
+        comm_bytes: bytes it handed to all-reduce (parameters and buffers; sync: gradients).
+        peak_memory_bytes: ``torch.cuda.max_memory_allocated`` since it started (0 on a CPU
+            device and in elastic runs).
     """
 
     rank: int
@@ -156,8 +147,7 @@ class Progress:
     Attributes:
         epoch: the epoch it belongs to.
         fraction: the share of the epoch's batches trained so far, in (0, 1).
-        loss: mean training loss of the epoch so far (every rank's batches in cadence and async;
-            rank 0's in sync, whose ranks step in lockstep on one model).
+        loss: mean training loss of the epoch so far (every rank's; sync: rank 0's).
         samples: samples trained so far in the epoch, every rank together.
     """
 
@@ -182,9 +172,8 @@ _LEAF_VALUES = ("loss", "throughput", "batches", "samples", "compute_ms", "sync_
 
 
 def publish(monitor: Any, m: EpochMetrics) -> None:
-    """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank becomes a leaf of the record
-    tree (the dashboard shows each rank, each host and the run), then the epoch line. The run owns
-    the tree: the monitor's own ``record_path`` is switched off (``root`` now has children)."""
+    """Hand one epoch to a :class:`flodl_monitor.Monitor`: every rank as a leaf of the record tree
+    (which the run owns: the monitor's ``record_path`` is switched off), then the epoch line."""
     monitor.record_path = None
     for r in m.per_rank:
         values = {k: float(getattr(r, k)) for k in _LEAF_VALUES}
@@ -212,36 +201,22 @@ def combine_ranks(
     lr: float,
     counts: list[int] | None,
 ) -> EpochMetrics:
-    """One :class:`EpochMetrics` from every rank's epoch sums (the same dicts on every rank).
-
-    Each ``ranks[r]`` holds ``host, device, loss_sum, loss_n, batches, compute, sync, idle, wall``
-    (seconds) and the recorded scalars' ``sums`` / ``counts``; ``sync_ms`` is the slowest rank's
-    duration of each averaging round of the epoch.
-    """
+    """One :class:`EpochMetrics` from every rank's epoch sums (the same dicts on every rank):
+    ``ranks[r]`` holds ``host, device, loss_sum, loss_n, batches, compute, sync, idle, wall``
+    (seconds), ``sums`` / ``counts`` of the scalars; ``sync_ms``: each round's slowest rank."""
     epoch_s = max(d["wall"] for d in ranks)
     total_batches = sum(d["batches"] for d in ranks) or 1
     per_rank = []
-    for r, d in enumerate(ranks):
-        samples = int(d["batches"]) * batch_size
-        per_rank.append(
-            RankMetrics(
-                rank=r,
-                host=d["host"],
-                device=d["device"],
-                loss=d["loss_sum"] / d["loss_n"] if d["loss_n"] else math.nan,
-                batches=int(d["batches"]),
-                samples=samples,
-                throughput=samples / epoch_s if epoch_s > 0 else 0.0,
-                compute_ms=d["compute"] * 1000.0,
-                sync_ms=d["sync"] * 1000.0,
-                idle_ms=d["idle"] * 1000.0,
-                comm_bytes=int(d.get("comm_bytes", 0)),
-                peak_memory_bytes=int(d.get("peak_memory", 0)),
-            )
-        )
+    for r, d in enumerate(ranks):  # RankMetrics' fields in order
+        n = int(d["batches"])
+        loss = d["loss_sum"] / d["loss_n"] if d["loss_n"] else math.nan
+        head = (r, d["host"], d["device"], loss, n, n * batch_size)
+        rate = n * batch_size / epoch_s if epoch_s > 0 else 0.0
+        ms = [d[k] * 1000.0 for k in ("compute", "sync", "idle")]
+        tail = (int(d.get("comm_bytes", 0)), int(d.get("peak_memory", 0)))
+        per_rank.append(RankMetrics(*head, rate, *ms, *tail))
     loss_n = sum(d["loss_n"] for d in ranks)
-    scal_sum: Counter[str] = Counter()
-    scal_n: Counter[str] = Counter()
+    scal_sum, scal_n = Counter[str](), Counter[str]()
     for d in ranks:
         scal_sum.update(d["sums"])
         scal_n.update(d["counts"])

@@ -1,14 +1,10 @@
-"""The six training modes: when to average (policy) times where to average (backend).
+"""The six training modes, ``"<backend>-<policy>"``: where to average times when to average.
 
-A mode is written ``"<backend>-<policy>"``: ``nccl-sync``, ``nccl-cadence``, ``nccl-async``,
-``cpu-sync``, ``cpu-cadence``, ``cpu-async``. ``nccl`` averages with collectives on the training
-device's own tensors (NCCL on CUDA, gloo on CPU tensors); ``cpu`` averages CPU copies over gloo,
-which works across GPU vendors and through tunnels. The policy says when:
-
-- ``sync``: gradients are averaged after every batch (classic data parallelism);
-- ``cadence``: parameters are averaged when the slowest rank has run its ``anchor`` batches and the
-  faster ones their proportional counts (ElChe);
-- ``async``: like cadence, but fast ranks may overshoot their counts until every rank is ready.
+Backends: ``nccl`` averages the device's own tensors (NCCL on CUDA, gloo on CPU tensors); ``cpu``
+averages CPU copies over gloo (across GPU vendors, through tunnels). Policies: ``sync`` averages
+gradients after every batch; ``cadence`` averages parameters when the slowest rank has run its
+``anchor`` batches and the others their proportional counts (ElChe); ``async`` is cadence where
+fast ranks may overshoot their counts until every rank is ready.
 """
 
 from __future__ import annotations
@@ -59,12 +55,9 @@ MODES: tuple[str, ...] = tuple(f"{b.value}-{p.value}" for b in Backend for p in 
 
 
 def parse_mode(mode: str | Mode) -> Mode:
-    """A :class:`Mode` from its name.
-
-    Accepts ``"cpu-async"``, ``"cpu_async"``, ``"CPU-Async"`` (case-insensitive, ``-`` or ``_``)
-    and passes a :class:`Mode` through unchanged; anything else is a :class:`ConfigError` that
-    lists the six names.
-    """
+    """A :class:`Mode` from its name: ``"cpu-async"``, ``"cpu_async"``, ``"CPU-Async"``
+    (case-insensitive, ``-`` or ``_``); a :class:`Mode` passes through unchanged; anything else
+    is a :class:`ConfigError` that lists the six names."""
     if isinstance(mode, Mode):
         return mode
     if not isinstance(mode, str):

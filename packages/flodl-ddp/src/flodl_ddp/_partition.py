@@ -1,14 +1,9 @@
-"""Which samples each rank reads in an epoch.
+"""Which samples each rank reads in an epoch, computed alike on every rank without talking.
 
-Every rank computes the same plan from the same numbers, with no communication: epoch ``k``'s
-order is one seeded global permutation (:func:`flodl_core.data.epoch_permutation`, drawn from
-``seed + k``), cut into consecutive slices, one per rank, sized by the ranks' shares (equal by
-default, throughput-proportional once ElChe is calibrated). The slices are disjoint and cover the
-order, so within an epoch every sample is seen exactly once.
-
-The slices are *positions* in the epoch order, the same positions
-:meth:`flodl_core.DataLoader.shard_range` takes, so a rank can hand its slice straight to a
-loader built with the same ``seed``::
+Epoch ``k``'s order is one seeded global permutation (drawn from ``seed + k``) cut into
+consecutive slices, one per rank, sized by the ranks' shares: within an epoch every sample is
+seen exactly once. The slices are positions in that order, as
+:meth:`flodl_core.DataLoader.shard_range` takes them (a loader with the same ``seed``)::
 
     plan = partition(len(ds), [2.0, 1.0], epoch=3, seed=42)
     loader.shard_range(plan[rank].start, plan[rank].stop).epoch(3)
@@ -18,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -56,9 +51,6 @@ class Partition(Sequence[range]):
     def __len__(self) -> int:
         return len(self.slices)
 
-    def __iter__(self) -> Iterator[range]:
-        return iter(self.slices)
-
     @property
     def sizes(self) -> list[int]:
         """Samples per rank; they sum to ``n_samples``."""
@@ -84,7 +76,7 @@ def _shares(ranks: int | Sequence[float]) -> list[float]:
             f"partition needs a world size (int >= 1) or a sequence of per-rank shares, "
             f"got {type(ranks).__name__} {ranks!r}"
         )
-    if len(ranks) == 0:
+    if not ranks:
         raise ConfigError("shares is empty; give one share per rank")
     for i, w in enumerate(ranks):
         if not isinstance(w, (int, float)) or isinstance(w, bool) or not math.isfinite(w) or w < 0:
@@ -96,15 +88,11 @@ def _shares(ranks: int | Sequence[float]) -> list[float]:
 
 
 def split_sizes(n_samples: int, ranks: int | Sequence[float]) -> list[int]:
-    """Per-rank slice sizes of ``n_samples`` in proportion to the shares.
-
-    Rounded by largest remainder (floors first, then one more to the largest fractional parts,
-    ties to the lower rank), so the sizes sum to ``n_samples`` exactly and each is within one of
-    its exact share. A rank with a positive share never gets 0: if rounding would leave it empty
-    it takes one sample from the currently largest slice. A share of 0 gets nothing (a rank that
-    left the run). A :class:`ConfigError` for bad shares, or fewer samples than ranks with a
-    positive share.
-    """
+    """Per-rank slice sizes of ``n_samples`` in proportion to the shares, by largest remainder
+    (ties to the lower rank): they sum to ``n_samples``, each within one of its exact share. A
+    positive share never gets 0 (it takes one sample from the largest slice); a share of 0 (a
+    rank that left) gets nothing. A :class:`ConfigError` for bad shares, or fewer samples than
+    ranks with a positive share."""
     check_int(n_samples, "n_samples", ge=0)
     shares = _shares(ranks)
     active = [i for i, w in enumerate(shares) if w > 0]
@@ -119,11 +107,9 @@ def split_sizes(n_samples: int, ranks: int | Sequence[float]) -> list[int]:
     by_remainder = sorted(range(len(shares)), key=lambda i: (-(exact[i] - sizes[i]), i))
     for i in by_remainder[: n_samples - sum(sizes)]:
         sizes[i] += 1
-    for i in active:
-        if sizes[i] == 0:
-            donor = max(range(len(sizes)), key=lambda j: (sizes[j], -j))
-            sizes[donor] -= 1
-            sizes[i] = 1
+    for i in (i for i in active if sizes[i] == 0):
+        donor = max(range(len(sizes)), key=lambda j: (sizes[j], -j))
+        sizes[donor], sizes[i] = sizes[donor] - 1, 1
     return sizes
 
 
@@ -140,8 +126,7 @@ def partition(
     Args:
         n_samples: dataset length ``N`` (>= the number of ranks with a positive share).
         ranks: the world size (equal slices) or one share per rank (any positive scale, e.g.
-            ElChe's ``throughput_shares()`` or ``partition_ratios``); sizes follow
-            :func:`split_sizes`.
+            ElChe's ``throughput_shares()``); sizes follow :func:`split_sizes`.
         epoch: the epoch number (>= 0); the order is drawn from ``seed + epoch``.
         seed: the run's base seed (>= 0), the same on every rank.
         shuffle: ``False`` keeps the order ``0..N-1``.

@@ -1,8 +1,5 @@
-"""The replicas agree before training: same architecture on every rank, rank 0's initial weights.
-
-Factories run once per rank and may draw different initial weights (or, by mistake, build a
-different model); both are settled before the first batch, with an error that names the first
-difference instead of a collective that hangs or silently mixes unrelated tensors.
+"""The replicas agree before training: the same architecture on every rank (else an error that
+names the first difference, not a hung collective), then rank 0's initial weights everywhere.
 """
 
 from __future__ import annotations
@@ -54,10 +51,9 @@ def broadcast_initial(model: nn.Module, device: torch.device, backend: Backend) 
     """Rank 0's initial parameters and buffers everywhere. The cpu backend goes through CPU
     copies, so ranks on different device kinds can pair up."""
     tensors = [p.data for p in model.parameters()] + list(model.buffers())
-    if not tensors:
-        return
     copies = [t.to("cpu") for t in tensors] if backend is Backend.CPU else tensors
-    broadcast_buckets(copies)
+    if tensors:
+        broadcast_buckets(copies)
     for t, c in zip(tensors, copies, strict=True):
         if c is not t:
             t.copy_(c)

@@ -1,12 +1,9 @@
-"""What every rank did when: compute, sync, idle and data-loading spans, run events, and each
-rank's CPU / GPU utilization samples.
+"""What every rank did when: compute, sync, idle and data spans, run events, and each rank's
+CPU / GPU utilization samples; exported as JSON, CSV, an offline HTML page and a Chrome trace
+(the last two rendered by :mod:`flodl_ddp._timeline_export`).
 
 Times are seconds since the run's start (``origin``, a wall-clock ``time.time()``), so timelines
-recorded in different processes line up when merged: :meth:`Timeline.merge` shifts the other
-timeline by the difference of the origins. Exports: JSON (:meth:`Timeline.to_dict`), CSV, one
-self-contained HTML page with an inline SVG (one lane per rank, no JavaScript, no CDN), and a
-Chrome trace (:meth:`Timeline.save_chrome_trace`, for Perfetto or ``chrome://tracing``); the
-last two are rendered by :mod:`flodl_ddp._timeline_export`.
+of different processes line up when merged (:meth:`Timeline.merge` shifts by the origins' gap).
 """
 
 from __future__ import annotations
@@ -25,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from flodl_core import CheckpointError, ConfigError, atomic_write, check_finite, check_int
+
+from ._timeline_export import chrome_trace, render_html
 
 SPAN_KINDS = ("compute", "sync", "idle", "data")
 FORMAT_VERSION = 2
@@ -57,8 +56,7 @@ class TimelineEvent:
 @dataclass(frozen=True)
 class TimelineSample:
     """Rank ``rank``'s utilization over the interval ending at ``t``, in percent: ``cpu_pct`` of
-    one core (its process, every thread: may exceed 100), ``gpu_pct`` of its GPU; either is
-    ``None`` when not measured."""
+    one core (its process: may exceed 100), ``gpu_pct`` of its GPU; ``None``: not measured."""
 
     rank: int
     t: float
@@ -113,8 +111,6 @@ class Timeline:
         """Seconds since ``origin``."""
         return time.time() - self.origin
 
-    # ---- recording ------------------------------------------------------------------------------
-
     def span(self, rank: int, kind: str, start_s: float, end_s: float) -> None:
         """Record that ``rank`` spent ``[start_s, end_s]`` on ``kind`` (compute, sync, idle,
         data)."""
@@ -138,8 +134,7 @@ class Timeline:
         self, rank: int, t: float, cpu: float | None = None, gpu: float | None = None
     ) -> None:
         """Record rank ``rank``'s utilization over the interval ending at ``t``: ``cpu`` percent of
-        one core (may exceed 100), ``gpu`` percent of its GPU (0-100); at least one of them (see
-        the rank engine samples both with :class:`flodl_monitor.ResourceSampler`)."""
+        one core (may exceed 100), ``gpu`` percent of its GPU (0-100); at least one of them."""
         check_int(rank, "rank", ge=0)
         cpu_pct, gpu_pct = _pct("cpu", cpu), _pct("gpu", gpu)
         if cpu_pct is None and gpu_pct is None:
@@ -178,33 +173,27 @@ class Timeline:
         if not isinstance(other, Timeline):
             raise ConfigError(f"merge needs a Timeline, got {type(other).__name__}")
         shift = other.origin - self.origin
-        for s in other._spans:
-            start, end = max(0.0, s.start_s + shift), max(0.0, s.end_s + shift)
-            self._spans.append(replace(s, start_s=start, end_s=end))
-        self._events += [
-            TimelineEvent(e.kind, max(0.0, e.t + shift), dict(e.fields)) for e in other._events
-        ]
-        self._samples += [replace(u, t=max(0.0, u.t + shift)) for u in other._samples]
-        return self
 
-    # ---- summary --------------------------------------------------------------------------------
+        def at(t: float) -> float:
+            return max(0.0, t + shift)
+
+        self._spans += [replace(s, start_s=at(s.start_s), end_s=at(s.end_s)) for s in other._spans]
+        self._events += [replace(e, t=at(e.t), fields=dict(e.fields)) for e in other._events]
+        self._samples += [replace(u, t=at(u.t)) for u in other._samples]
+        return self
 
     def summary(self) -> dict[str, Any]:
         """Numbers of the run.
 
-        - ``total_s``; per rank (``ranks[r]``): seconds per span kind, ``busy_s`` (time covered
-          by compute, sync or data spans), ``busy_pct`` and ``idle_pct = 100 − busy_pct`` of
-          ``total_s`` (explicit idle spans and uncovered gaps both count as idle);
-        - ``sync_count`` and ``sync_avg_ms``: from ``sync`` events (their ``duration_ms`` or
-          ``sync_ms`` field); without such events, from the sync spans (count: the most any
-          rank has);
+        - ``total_s``; ``ranks[r]``: seconds per span kind, ``busy_s`` (covered by compute, sync
+          or data spans), ``busy_pct`` and ``idle_pct = 100 − busy_pct`` of ``total_s``;
+        - ``sync_count``, ``sync_avg_ms``: from ``sync`` events (their ``duration_ms`` or
+          ``sync_ms``), else from sync spans (count: the most any rank has);
         - ``anchor_changes``, ``throttles``, ``epochs``: counts of ``anchor_changed``,
           ``throttle`` and ``epoch_end`` events; ``event_counts`` per kind;
-        - ``utilization[r]`` for each rank with samples: ``samples`` (count), ``cpu_avg_pct`` /
-          ``cpu_max_pct`` and ``gpu_avg_pct`` / ``gpu_max_pct`` (``None`` without readings);
-          averages are weighted by the time each sample covers (its gap to the rank's previous
-          sample; the first sample weighs as the second's gap), so a sample taken after a long
-          wait counts for that whole wait.
+        - ``utilization[r]`` per sampled rank: ``samples``, ``cpu_avg_pct`` / ``cpu_max_pct``,
+          ``gpu_avg_pct`` / ``gpu_max_pct`` (``None`` without readings); each sample weighs the
+          time since the rank's previous one (the first: as the second).
         """
         total = self.total_s
         per_rank: dict[int, dict[str, float]] = {}
@@ -239,8 +228,6 @@ class Timeline:
             "sample_count": len(self._samples),
             "utilization": _utilization(self.samples),
         }
-
-    # ---- serialisation --------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: ``{"version", "origin", "spans": [[rank, kind, start, end]],
@@ -285,10 +272,9 @@ class Timeline:
         return atomic_write(path, doc, parents=True)
 
     def save_csv(self, path: str | os.PathLike[str]) -> Path:
-        """One row per span, event and utilization sample: ``record, rank, kind, start_s, end_s,
-        duration_ms, fields`` (events: ``start_s = end_s = t``, fields as JSON; samples:
-        ``record = sample``, ``kind = utilization``, ``start_s = end_s = t``, fields
-        ``{"cpu_pct", "gpu_pct"}``)."""
+        """One row per span, event and sample: ``record, rank, kind, start_s, end_s, duration_ms,
+        fields`` (events and samples: ``start_s = end_s = t``, fields as JSON; samples: kind
+        ``utilization``, fields ``{"cpu_pct", "gpu_pct"}``)."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["record", "rank", "kind", "start_s", "end_s", "duration_ms", "fields"])
@@ -305,25 +291,17 @@ class Timeline:
         return atomic_write(path, buf.getvalue(), parents=True)
 
     def save_html(self, path: str | os.PathLike[str], title: str = "flodl DDP timeline") -> Path:
-        """One offline page: a lane per rank (compute, sync, idle, data in colour), under it the
-        rank's CPU / GPU utilization as lines when it was sampled, event markers, and the
-        summary table. No executable script, no external resource; the data rides along as a
-        JSON block."""
-        from ._timeline_export import render_html
-
+        """One offline page (no script, no external resource): a lane per rank, its utilization
+        under it when sampled, event markers, the summary table, and the data as a JSON block."""
         return atomic_write(path, render_html(self, title), parents=True)
 
     def to_chrome_trace(self) -> dict[str, Any]:
-        """The timeline in the Trace Event Format (see
-        :func:`flodl_ddp._timeline_export.chrome_trace`)."""
-        from ._timeline_export import chrome_trace
-
-        return chrome_trace(self)
+        """The timeline in the Trace Event Format (see ``_timeline_export.chrome_trace``)."""
+        return chrome_trace(self, FORMAT_VERSION)
 
     def save_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
-        """Write :meth:`to_chrome_trace` as JSON, atomically: open it in https://ui.perfetto.dev
-        or ``chrome://tracing`` (one process track per rank, spans as slices, events as
-        instants, utilization as counter tracks)."""
+        """Write :meth:`to_chrome_trace` as JSON, atomically, for https://ui.perfetto.dev or
+        ``chrome://tracing``."""
         return atomic_write(path, json.dumps(self.to_chrome_trace(), allow_nan=False), parents=True)
 
 
@@ -337,8 +315,7 @@ def _weighted(pairs: list[tuple[float, float]]) -> tuple[float | None, float | N
 
 
 def _utilization(samples: list[TimelineSample]) -> dict[int, dict[str, Any]]:
-    """Per rank, the count, time-weighted mean and max of its CPU and GPU samples (``samples``
-    sorted by rank then time)."""
+    """Per rank, the count, time-weighted mean and max of its CPU and GPU samples (sorted)."""
     out: dict[int, dict[str, Any]] = {}
     for r, group in itertools.groupby(samples, key=lambda s: s.rank):
         mine = list(group)

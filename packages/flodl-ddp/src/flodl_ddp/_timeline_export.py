@@ -1,5 +1,9 @@
 """The renderers of a :class:`~flodl_ddp.Timeline`: one offline HTML page (inline SVG, no
 executable script, no external resource) and a Chrome trace (the Trace Event Format).
+
+``tl`` is read through its public surface only (``spans``, ``events``, ``samples``, ``ranks``,
+``summary()``, ``to_dict()``, ``origin``); this module imports nothing of the package, so the
+dependency runs one way: :mod:`flodl_ddp._timeline` imports it.
 """
 
 from __future__ import annotations
@@ -8,8 +12,6 @@ import html
 import json
 from string import Template
 from typing import Any
-
-from ._timeline import FORMAT_VERSION, Timeline
 
 COLORS = {"compute": "#2e9e5b", "sync": "#e0892b", "idle": "#c9ccd1", "data": "#3c7fd1"}
 UTIL_COLORS = {"cpu": "#5b4bb7", "gpu": "#c23b6e"}
@@ -46,39 +48,36 @@ def _tip(text: str) -> str:
     return f"<title>{html.escape(text)}</title>"
 
 
-def _util_lane(tl: Timeline, r: int, y: float, x: Any) -> list[str]:
+def _util_lane(tl: Any, r: int, y: float, x: Any) -> list[str]:
     """Rank ``r``'s CPU and GPU utilization as polylines in a lane at ``y`` (0 % at its bottom;
     its top is 100 % or the highest CPU reading, whichever is more)."""
     mine = [u for u in tl.samples if u.rank == r]
-    top = max([100.0, *(u.cpu_pct or 0.0 for u in mine)])
-    h = _UTIL_H - 6
+    top, h = max([100.0, *(u.cpu_pct or 0.0 for u in mine)]), _UTIL_H - 6
     parts = _band(f"util {r}", y + 20, y, h, "#fafafb")
     for key in ("cpu", "gpu"):
         pts = [(u.t, v) for u in mine if (v := getattr(u, f"{key}_pct")) is not None]
         if pts:
             coords = " ".join(f"{x(t):.2f},{y + 3 + h - h * v / top:.2f}" for t, v in pts)
             values = [v for _, v in pts]
-            mean = sum(values) / len(values)
-            tip = f"rank {r} {key.upper()} %: {len(pts)} samples, mean {mean:.0f} %, max "
+            tip = f"rank {r} {key.upper()} %: {len(pts)} samples, mean "
+            tip += f"{sum(values) / len(values):.0f} %, max {max(values):.0f} %"
             parts.append(
                 f'<polyline class="util {key}" points="{coords}" fill="none" stroke="'
-                f'{UTIL_COLORS[key]}" stroke-width="1.5">{_tip(f"{tip}{max(values):.0f} %")}'
-                "</polyline>"
+                f'{UTIL_COLORS[key]}" stroke-width="1.5">{_tip(tip)}</polyline>'
             )
     return parts
 
 
-def render_html(tl: Timeline, title: str) -> str:
-    """The page :meth:`Timeline.save_html` writes."""
-    summary = tl.summary()
-    total = summary["total_s"] or 1.0
-    sampled = {u.rank for u in tl.samples}
+def _svg(tl: Any, total: float, title: str) -> str:
+    """The lanes (a span lane per rank, a utilization lane under each sampled one), the event
+    markers and the time axis."""
 
     def x(t: float) -> float:
         return _LEFT + _PLOT_W * t / total
 
     top = y = 24
     parts: list[str] = []
+    sampled = {u.rank for u in tl.samples}
     for r in tl.ranks or [0]:
         parts += _band(f"rank {r}", y + 17, y, _LANE_H - 6, "#f4f5f7")
         for s in (s for s in tl.spans if s.rank == r):
@@ -105,9 +104,13 @@ def render_html(tl: Timeline, title: str) -> str:
         parts.append(
             f'<text x="{x(t):.2f}" y="{y + 18}" class="tick" text-anchor="middle">{t:.2f} s</text>'
         )
-    title = html.escape(title)
-    svg = f'<svg viewBox="0 0 {_WIDTH} {y + 30}" width="100%" role="img" aria-label="{title}">'
-    keys = list(COLORS.items()) + [(f"{k.upper()} %", c) for k, c in UTIL_COLORS.items() if sampled]
+    head = f'<svg viewBox="0 0 {_WIDTH} {y + 30}" width="100%" role="img" aria-label="{title}">'
+    return head + "".join(parts) + "</svg>"
+
+
+def render_html(tl: Any, title: str) -> str:
+    """The page :meth:`Timeline.save_html` writes."""
+    summary = tl.summary()
     util = summary["utilization"]
 
     def pct(r: int, key: str) -> str:
@@ -126,13 +129,17 @@ def render_html(tl: Timeline, title: str) -> str:
         f"avg {summary['sync_avg_ms']:.2f} ms · {summary['anchor_changes']} anchor changes · "
         f"{summary['throttles']} throttles · {summary['epochs']} epochs"
     )
+    sampled = [(f"{k.upper()} %", c) for k, c in UTIL_COLORS.items() if tl.samples]
+    legend = " ".join(
+        f'<span class="key"><i style="background:{c}"></i>{k}</span>'
+        for k, c in [*COLORS.items(), *sampled]
+    )
+    title = html.escape(title)
     return _PAGE.substitute(
         title=title,
         facts=html.escape(facts),
-        legend=" ".join(
-            f'<span class="key"><i style="background:{c}"></i>{k}</span>' for k, c in keys
-        ),
-        svg=svg + "".join(parts) + "</svg>",
+        legend=legend,
+        svg=_svg(tl, summary["total_s"] or 1.0, title),
         rows=rows,
         data=json.dumps(tl.to_dict(), allow_nan=False).replace("</", "<\\/"),
     )
@@ -155,20 +162,16 @@ def trace_pid(rank: int) -> int:
     return rank + 1
 
 
-def _us(t: float) -> float:
-    return round(t * 1e6, 3)
-
-
-def _trace_event(
-    ph: str, cat: str | None, name: str, rank: int, args: Any, t: float | None = None, **more: Any
+def _event(
+    ph: str, name: str, rank: int, args: Any, cat: str = "", t: float = 0.0, **more: Any
 ) -> dict[str, Any]:
-    """One Trace Event on ``rank``'s process and thread (``ts``: ``t`` in microseconds)."""
+    """One Trace Event on ``rank``'s process and thread (timed unless metadata: ``ph == "M"``)."""
     pid = trace_pid(rank)
     ev = {"name": name, "ph": ph, "pid": pid, "tid": pid, **more, "args": args}
-    return ev if t is None else {**ev, "cat": cat, "ts": _us(t)}
+    return ev if ph == "M" else {**ev, "cat": cat, "ts": round(t * 1e6, 3)}
 
 
-def chrome_trace(tl: Timeline) -> dict[str, Any]:
+def chrome_trace(tl: Any, version: int) -> dict[str, Any]:
     """The timeline in the Trace Event Format (the JSON ``chrome://tracing`` and Perfetto open).
 
     One process per rank (``pid = tid = rank + 1``, named ``rank N``, sorted by rank): its spans
@@ -176,39 +179,30 @@ def chrome_trace(tl: Timeline) -> dict[str, Any]:
     ``rank`` field are instants on that rank's thread (``ph: "i"``, ``s: "t"``), other events are
     global instants (``s: "g"``), and utilization samples are counter tracks ``CPU`` and ``GPU``
     of the rank's process (``ph: "C"``, one series ``%``). Timestamps are microseconds since the
-    run's start; ``otherData.origin_unix_s`` is that start.
+    run's start; ``otherData`` holds that start (``origin_unix_s``) and the format ``version``.
     """
     meta: list[dict[str, Any]] = []
     for r in tl.ranks:
         name = {"name": f"rank {r}"}
         meta += [
-            _trace_event("M", None, "process_name", r, name),
-            _trace_event("M", None, "process_sort_index", r, {"sort_index": r}),
-            _trace_event("M", None, "thread_name", r, name),
+            _event("M", "process_name", r, name),
+            _event("M", "process_sort_index", r, {"sort_index": r}),
+            _event("M", "thread_name", r, name),
         ]
-    timed: list[dict[str, Any]] = []
+    timed = []
     for s in tl.spans:
-        more = {"dur": _us(s.duration_s), "cname": TRACE_COLORS[s.kind]}
-        timed.append(_trace_event("X", s.kind, s.kind, s.rank, {}, s.start_s, **more))
+        dur, cname = round(s.duration_s * 1e6, 3), TRACE_COLORS[s.kind]
+        timed.append(_event("X", s.kind, s.rank, {}, s.kind, s.start_s, dur=dur, cname=cname))
     ranks = set(tl.ranks)
     for e in tl.events:
         rank = e.fields.get("rank")
         on_rank = isinstance(rank, int) and not isinstance(rank, bool) and rank in ranks
-        where = rank if on_rank else min(ranks, default=0)
-        s = "t" if on_rank else "g"
-        timed.append(_trace_event("i", "event", e.kind, where, dict(e.fields), e.t, s=s))
+        where, s = (rank, "t") if on_rank else (min(ranks, default=0), "g")
+        timed.append(_event("i", e.kind, where, dict(e.fields), "event", e.t, s=s))
     for u in tl.samples:
         for name, v in (("CPU", u.cpu_pct), ("GPU", u.gpu_pct)):
             if v is not None:
-                args = {"%": round(v, 3)}
-                timed.append(_trace_event("C", "utilization", name, u.rank, args, u.t))
+                timed.append(_event("C", name, u.rank, {"%": round(v, 3)}, "utilization", u.t))
     timed.sort(key=lambda ev: ev["ts"])
-    return {
-        "traceEvents": meta + timed,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "generator": "flodl-ddp Timeline",
-            "version": FORMAT_VERSION,
-            "origin_unix_s": tl.origin,
-        },
-    }
+    other = {"generator": "flodl-ddp Timeline", "version": version, "origin_unix_s": tl.origin}
+    return {"traceEvents": meta + timed, "displayTimeUnit": "ms", "otherData": other}
