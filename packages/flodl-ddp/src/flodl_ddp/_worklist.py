@@ -13,9 +13,9 @@ the counter and its clock. Its block holds at most ``COLD_BLOCK_S`` of its own w
 at least; one batch before it has a pace) and at most ``ceil(left / (world · POOL_SPREAD))``; it
 stops when the others would run more than ``max(left, 2 · (world - 1))`` batches during one of
 its own (the fastest rank never does, so the pool always empties). Every claimed block is run
-to its end, so every batch of the plan runs once. Batch
-``i`` covers positions ``i · batch_size .. (i + 1) · batch_size - 1`` of the epoch order, so a
-block is a ``shard_range``. Why, with measurements: ARCHITECTURE-NOTES.md, ``_worklist``.
+to its end, so every batch of the plan runs once. Batch ``i`` covers positions
+``i · batch_size .. (i + 1) · batch_size - 1`` of the epoch order, so a block is a
+``shard_range``. Why, with measurements: ARCHITECTURE-NOTES.md, ``_worklist``.
 """
 
 from __future__ import annotations
