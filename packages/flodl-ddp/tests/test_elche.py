@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from flodl_core import CheckpointError, ConfigError
 from flodl_ddp import ElChe, Phase
 
 
-def feed(e: ElChe, ms: list[float], sync_ms: float = 0.0, **kw: bool) -> None:
+def feed(e: ElChe, ms: list[float], sync_ms: float = 0.0, **kw: Any) -> None:
     """One window: every rank runs its current count at ``ms[r]`` milliseconds per batch."""
     batches = e.counts
     e.report_timing([m * b for m, b in zip(ms, batches, strict=True)], batches, sync_ms, **kw)
@@ -381,6 +382,7 @@ def test_clamp_total() -> None:
     assert e.clamp_total(16) == [11, 5]
     assert e.clamp_total(30) == [20, 10] and e.clamp_total(100) == [20, 10]
     assert e.clamp_total(0) == [0, 0]
+    assert ElChe(2, speed_hint=(1, 3.0)).clamp_total(2) == [1, 1]  # no nonzero count cut to 0
     assert e.counts == [20, 10]  # unchanged
     # [7, 7, 7] → 10: floors 70/21 = 3.33 → [3, 3, 3] = 9; +1 to rank 0 → [4, 3, 3]
     assert ElChe(3, anchor=7).clamp_total(10) == [4, 3, 3]
@@ -526,6 +528,11 @@ def test_a_rank_that_costs_more_than_it_adds_is_benched_then_measured_again() ->
     reach_stable(e3, [10.0, 80.0], 160.0)
     feed(e3, [10.0, 80.0], 160.0, cut=True)
     assert e3.benched == []
+    # nor is a rank benched while it holds batches it has not run: only it would run them
+    feed(e3, [10.0, 80.0], 160.0, holding=[False, True])
+    assert e3.benched == []
+    feed(e3, [10.0, 80.0], 160.0, holding=[True, False])
+    assert e3.benched == [1]
 
 
 def test_members_rebalance_the_survivors_and_measure_a_rejoining_rank_afresh() -> None:

@@ -12,7 +12,7 @@ from flodl_ddp import ConvergenceAction, NoGuard, Trainer
 from flodl_ddp._comm import SoloComm
 from flodl_ddp._gate import Overshoot
 from flodl_ddp._ledger import EpochTally, RankLedger
-from flodl_ddp._rounds import AveragingRound, WindowReport
+from flodl_ddp._rounds import Arrival, AveragingRound, WindowReport
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
@@ -35,7 +35,7 @@ def _round(relax_up: bool, guard: object, comm: Any = None, averager: Any = None
 def _feed(r: AveragingRound, boundary_ms: float = 1.5, cut: bool = False) -> None:
     # window compute ms, divergence, sync ms, boundary ms per rank: rank 1 twice as slow a batch
     got = [{"ms": 100.0, "div": 0.001, "sync_ms": 1.0, "boundary_ms": boundary_ms}] * 2
-    r.feed([20, 10], got, (0, 1), False, cut, 0.1)
+    r.feed(Arrival([20, 10], False, cut), got, (0, 1), False, 0.1)
 
 
 def test_relax_up_grows_the_anchor_after_each_stable_round() -> None:

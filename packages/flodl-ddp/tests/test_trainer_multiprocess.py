@@ -169,6 +169,36 @@ def test_every_sample_runs_once_per_epoch(cadence_run: dict[str, Any]) -> None:
     assert 0.2 < share < 0.45, share
 
 
+def test_a_benched_rank_leaves_no_batch_unrun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One-batch windows of a model that trains in well under a round's cost: ElChe benches a
+    rank (the rounds cost more than it adds), but never one that holds batches of its own slice
+    or of a claimed block (it alone would run them: the epoch would never end). Every sample
+    still runs once per epoch."""
+    fx = _fixtures()
+    x, y = fx.make_data(1024, seed=4)
+    monkeypatch.setenv("FLODL_TEST_IDS_DIR", str(tmp_path))  # the spawned ranks inherit it
+    handle = (
+        Trainer.builder(fx.make_model, fx.make_sgd, fx.quick_id_step)
+        .dataset((x, y, torch.arange(x.shape[0])))
+        .batch_size(16)
+        .num_epochs(3)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+        .anchor(1)
+        .max_anchor(1)
+        .timeline(True)
+        .run()
+    )
+    handle.join(timeout=TIMEOUT_S)
+    ids = [int(i) for f in tmp_path.glob("ids-*.txt") for i in f.read_text().split()]
+    counts = torch.bincount(torch.tensor(ids), minlength=1024)
+    assert bool((counts == 3).all()), f"ids run {sorted(set(counts.tolist()))} times"
+    tl = handle.timeline()
+    assert tl is not None and any(e.kind == "benched" for e in tl.events)
+
+
 def test_comm_bytes_count_each_averaging(cadence_run: dict[str, Any]) -> None:
     """Each averaging round hands the flat float32 parameters to all-reduce once: 97 floats for
     the 4-16-1 MLP (no buffers), on every rank."""

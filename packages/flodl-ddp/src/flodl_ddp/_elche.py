@@ -12,7 +12,8 @@ in brief (in full, with why: ARCHITECTURE-NOTES.md, ``_elche``):
   slowest; a challenger must be ``DOMINANCE_MARGIN`` slower to take over);
 - from Stable on the anchor follows ``overhead = sync_ms / max(wall_ms)`` toward
   ``min(overhead_target, gain / 2)``, and a rank that costs more than it adds is benched
-  (0 batches, weight 0) until the next epoch's :meth:`ElChe.reprobe`;
+  (0 batches, weight 0) until the next epoch's :meth:`ElChe.reprobe`, but never while it holds
+  batches it has not run (they are its alone: benched, it would never run them);
 - the anchor rank runs ``anchor`` batches, rank ``r`` ``round(anchor · slow_ms / ms_r)``, moved
   only outside a ``DEAD_ZONE`` and by at most ``max_batch_diff`` (0: lockstep);
 - a non-member (:meth:`ElChe.set_members`) runs 0 batches; a (re)joining rank is measured afresh;
@@ -278,6 +279,7 @@ class ElChe:
         *,
         allow_growth: bool = True,
         cut: bool = False,
+        holding: Sequence[bool] | None = None,
     ) -> None:
         """Feed one window's measurements (identical on every rank).
 
@@ -290,6 +292,8 @@ class ElChe:
                 window's, so it neither grows the anchor nor benches a rank.
             allow_growth: ``False`` when a convergence guard asked to hold the anchor (its
                 ``SuppressGrowth``): the auto-tune may then shrink the anchor but not grow it.
+            holding: per rank, whether it holds batches it has not run; such a rank is not
+                benched (``None``: none does).
         """
         walls = self._per_rank("wall_ms", wall_ms)
         done = self._per_rank("batches", batches)
@@ -302,7 +306,8 @@ class ElChe:
                 if self._misses[r] >= MAX_MISSES:
                     self._forget(r)
         if all(self._windows[r] for r in self._active()):
-            self._calibrate(walls, sync, allow_growth and not cut, cut)
+            held = [bool(h) for h in holding] if holding is not None else [False] * len(done)
+            self._calibrate(walls, sync, allow_growth and not cut, cut, held)
         self._history.append(list(self._counts))
 
     def _read(self, rank: int, ms: float) -> None:
@@ -324,7 +329,7 @@ class ElChe:
         self._misses[rank] = 0
 
     def _calibrate(
-        self, walls: list[float], sync_ms: float, allow_growth: bool, cut: bool = False
+        self, walls: list[float], sync_ms: float, allow_growth: bool, cut: bool, held: list[bool]
     ) -> None:
         self._calibrations += 1
         self._smoothed = self.ms_per_batch
@@ -341,7 +346,7 @@ class ElChe:
             if self.phase >= Phase.STABLE:  # early windows are dominated by warm-up costs
                 self._auto_tune(self._overhead, allow_growth)
                 if not cut:
-                    self._bench_if_costly(allow_growth)
+                    self._bench_if_costly(allow_growth, held)
         self._update_counts(first=self._calibrations == 1 or settling)
 
     def _active(self) -> list[int]:
@@ -353,9 +358,9 @@ class ElChe:
         active = self._active()
         return [s if r in active else None for r, s in enumerate(self._smoothed)]
 
-    def _bench_if_costly(self, allow_growth: bool) -> None:
+    def _bench_if_costly(self, allow_growth: bool, held: list[bool]) -> None:
         """Bench the slowest training rank when the rounds cost more than the others add and
-        longer windows cannot help any more (module doc)."""
+        longer windows cannot help any more, unless it holds batches (module doc)."""
         active = self._active()
         capped = self._anchor >= self.max_anchor or not allow_growth
         if len(active) < 2 or self._overhead is None or not capped:
@@ -363,6 +368,8 @@ class ElChe:
         gain = self.gain()
         if gain <= self._overhead:
             slowest = max(active, key=lambda r: (self._smoothed[r] or 0.0, r))
+            if held[slowest]:
+                return
             self._benched.append(slowest)
             self.last_bench = (slowest, gain, self._overhead)
             if self._anchor_rank == slowest:

@@ -413,9 +413,10 @@ class RankEngine(EngineState):
         )
 
     def _counts(self) -> list[int]:
-        """ElChe's counts, cut to 1/reports_per_epoch of the epoch (reports fall on window ends)."""
+        """ElChe's counts, cut to 1/reports_per_epoch of the epoch (reports fall on window ends),
+        but to no less than a batch per rank (a rank with 0 would never run what it holds)."""
         n, e = self.spec.reports_per_epoch, self.elche
-        return e.counts if n <= 1 else e.clamp_total(max(1, self.batches_per_epoch // n))
+        return e.counts if n <= 1 else e.clamp_total(max(self.world, self.batches_per_epoch // n))
 
     def _window_work(self, epoch: int, members: tuple[int, ...]) -> WindowWork:
         """Elastic: this window's batches after the committed cursor, by ElChe's counts."""

@@ -63,12 +63,14 @@ class WindowReport:
 class Arrival:
     """What every member agreed on in :meth:`AveragingRound.average`: the batches each rank ran
     (0 for a non-member), whether no member has data left in the epoch (``finished``) and
-    whether some member's ran out (``cut``: the window was cut short); ``times``: this rank's."""
+    whether some member's ran out (``cut``: the window was cut short), whether each rank holds
+    batches it has not run (``holding``); ``times``: this rank's."""
 
     actual: list[int]
     finished: bool
     cut: bool
     times: dict[str, float] = field(default_factory=dict)
+    holding: list[bool] = field(default_factory=list)
 
 
 def left_early(rank: int, epoch: str) -> str:
@@ -120,6 +122,7 @@ class AveragingRound:
             if "left" in g:
                 raise PeerError(left_early(g["left"], "the epoch"), rank=self.rank)
         actual = [g["done"] if g is not None else 0 for g in got]
+        holding = [bool(g is not None and g["hand"]) for g in got]
         finished = not any(g["more"] for g in here)
         if not finished and report.drained is not None and not any(g["hand"] for g in here):
             finished = report.drained()
@@ -145,7 +148,7 @@ class AveragingRound:
         led.span("sync", idle_end, sync_end)
         secs = {"ms": report.compute_s, "sync_ms": sync, "boundary_ms": sync_end - t_end}
         times = {"div": div, **{k: v * 1000.0 for k, v in secs.items()}}
-        return Arrival(actual, finished, cut, times)
+        return Arrival(actual, finished, cut, times, holding)
 
     def settle(
         self,
@@ -164,7 +167,7 @@ class AveragingRound:
         self.tally.add(got)
         self.tally.syncs += 1
         self.tally.sync_ms.append(max(g["sync_ms"] for g in got if g is not None))
-        self.feed(arrival.actual, got, members, report.throttled, arrival.cut, lr)
+        self.feed(arrival, got, members, report.throttled, lr)
 
     def _benched(self, r: int) -> None:
         """ElChe benched rank ``r`` (it costs more than it adds): said once in the log, and in
@@ -177,17 +180,11 @@ class AveragingRound:
                 logger.warning(_BENCHED, r, 100 * gain, 100 * overhead)
 
     def feed(
-        self,
-        actual: list[int],
-        got: list[Any],
-        members: Sequence[int],
-        throttled: bool,
-        cut: bool,
-        lr: float,
+        self, arrival: Arrival, got: list[Any], members: Sequence[int], throttled: bool, lr: float
     ) -> None:
         """The round's numbers (identical on every rank) to guard, ElChe, meta, overshoot.
-        A window cut short by the epoch's end (``cut``) never grows the anchor."""
-        here = [g for g in got if g is not None]
+        A window cut short by the epoch's end (``arrival.cut``) never grows the anchor."""
+        actual, here = arrival.actual, [g for g in got if g is not None]
         divs = [g["div"] for g in here]
         elche = self.elche
         before, benched = elche.anchor, elche.benched
@@ -203,7 +200,14 @@ class AveragingRound:
             elche.relax_anchor_up()
         walls = [g["ms"] if g is not None else 0.0 for g in got]
         boundary = max(g["boundary_ms"] for g in here)
-        elche.report_timing(walls, actual, boundary, allow_growth=action.allows_growth, cut=cut)
+        elche.report_timing(
+            walls,
+            actual,
+            boundary,
+            allow_growth=action.allows_growth,
+            cut=arrival.cut,
+            holding=arrival.holding or None,
+        )
         if self.meta is not None:
             factor = self.meta.observe(lr, elche.anchor, action, elche.phase)
             if factor is not None:

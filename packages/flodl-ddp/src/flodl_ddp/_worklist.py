@@ -101,14 +101,17 @@ Opener = Callable[[range], Iterator[Any]]
 
 def cut_to(counts: Sequence[int], most: int) -> list[int]:
     """``counts`` scaled down to sum to at most ``most``: floors of the proportional share, then
-    the remainder one by one from the first nonzero count (a zero count stays 0).
+    the remainder one by one to the nonzero counts, those whose floor is 0 first (so each keeps
+    at least 1 while ``most`` allows: a rank with 0 would never run the batches it holds; a zero
+    count stays 0).
 
-    Example: ``[20, 10]``, ``most=16`` → floors ``[10, 5]`` (15) → ``[11, 5]``."""
+    Example: ``[20, 10]``, ``most=16`` → floors ``[10, 5]`` (15) → ``[11, 5]``; ``[30, 10]``,
+    ``most=2`` → floors ``[1, 0]`` → ``[1, 1]``."""
     total = sum(counts)
     if total <= most:
         return list(counts)
     out = [c * most // total for c in counts]
-    ranks = [r for r, c in enumerate(counts) if c > 0]
+    ranks = sorted((r for r, c in enumerate(counts) if c > 0), key=lambda r: out[r] > 0)
     for i in range(most - sum(out)):
         out[ranks[i % len(ranks)]] += 1
     return out
