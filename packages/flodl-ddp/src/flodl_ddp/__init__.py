@@ -14,6 +14,7 @@ counts, convergence guards hold the cadence back when replicas drift apart, and 
 """
 
 from flodl_core import check_siblings
+from flodl_monitor import Timeline, TimelineEvent, TimelineSample, TimelineSpan
 
 from ._admission import admit
 from ._buckets import all_reduce_buckets, broadcast_buckets, plan_buckets
@@ -46,7 +47,6 @@ from ._modes import MODES, Backend, Mode, Policy, parse_mode
 from ._outer import DiLoCo, OuterAvg, OuterOptimizer, SlowMo, TorchOuter
 from ._partition import Partition, partition, split_sizes
 from ._session import DdpSession
-from ._timeline import Timeline, TimelineEvent, TimelineSample, TimelineSpan
 from ._trainer import Trainer, TrainerBuilder
 
 __version__ = "0.1.0"

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from flodl_core import ConfigError, DataLoader
 from flodl_core.optim import Scheduler
-from flodl_monitor import ResourceSampler
+from flodl_monitor import ResourceSampler, Timeline
 
 from ._average import Averager
 from ._comm import Comm
@@ -47,7 +47,6 @@ from ._resume import load_checkpoint_into, save_checkpoint_from
 from ._rounds import AveragingRound, WindowReport, left_early
 from ._slowdown import Slowdown
 from ._sync_hook import wrap_sync
-from ._timeline import Timeline
 from ._warmup import warm_up
 from ._watchdog import WAITING, Beacon
 from ._worklist import EpochWork, Opener, RankWork, WindowWork, claim_size

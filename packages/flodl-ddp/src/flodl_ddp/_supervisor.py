@@ -25,10 +25,11 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
+from flodl_monitor import Timeline
+
 from ._errors import DdpError
 from ._handle import DdpHandle
 from ._messages import Counts, Done, Epoch, Failed, Final, Healed, Listening, Report, RolledBack
-from ._timeline import Timeline
 from ._watchdog import Watchdog, process_stopped
 from ._worker import RankPayload, SpawnLink, load_state
 

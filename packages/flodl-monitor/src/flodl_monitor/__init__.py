@@ -37,6 +37,10 @@ from ._resources import ResourceSample as ResourceSample
 from ._resources import ResourceSampler as ResourceSampler
 from ._server import DashboardServer as DashboardServer
 from ._server import make_app as make_app
+from ._timeline import Timeline as Timeline
+from ._timeline import TimelineEvent as TimelineEvent
+from ._timeline import TimelineSample as TimelineSample
+from ._timeline import TimelineSpan as TimelineSpan
 
 __version__ = "0.1.0"
 check_siblings("flodl-monitor", __version__)
@@ -54,6 +58,10 @@ __all__ = [
     "RecordTree",
     "ResourceSample",
     "ResourceSampler",
+    "Timeline",
+    "TimelineEvent",
+    "TimelineSample",
+    "TimelineSpan",
     "__version__",
     "csv_text",
     "epoch_line",

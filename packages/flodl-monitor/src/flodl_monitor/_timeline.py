@@ -1,6 +1,6 @@
 """What every rank did when: compute, sync, idle and data spans, run events, and each rank's
 CPU / GPU utilization samples; exported as JSON, CSV, an offline HTML page and a Chrome trace
-(the last two rendered by :mod:`flodl_ddp._timeline_export`).
+(the last two rendered by :mod:`flodl_monitor._timeline_export`).
 
 Times are seconds since the run's start (``origin``, a wall-clock ``time.time()``), so timelines
 of different processes line up when merged (:meth:`Timeline.merge` shifts by the origins' gap).
@@ -290,7 +290,7 @@ class Timeline:
             w.writerow(["sample", u.rank, "utilization", t, t, "", json.dumps(pct, sort_keys=True)])
         return atomic_write(path, buf.getvalue(), parents=True)
 
-    def save_html(self, path: str | os.PathLike[str], title: str = "flodl DDP timeline") -> Path:
+    def save_html(self, path: str | os.PathLike[str], title: str = "flodl timeline") -> Path:
         """One offline page (no script, no external resource): a lane per rank, its utilization
         under it when sampled, event markers, the summary table, and the data as a JSON block."""
         return atomic_write(path, render_html(self, title), parents=True)

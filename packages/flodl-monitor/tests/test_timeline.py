@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flodl_core import CheckpointError, ConfigError
-from flodl_ddp import Timeline, TimelineSpan
+from flodl_monitor import Timeline, TimelineSpan
 
 
 def scripted() -> Timeline:

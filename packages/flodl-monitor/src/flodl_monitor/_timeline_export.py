@@ -1,9 +1,9 @@
-"""The renderers of a :class:`~flodl_ddp.Timeline`: one offline HTML page (inline SVG, no
+"""The renderers of a :class:`~flodl_monitor.Timeline`: one offline HTML page (inline SVG, no
 executable script, no external resource) and a Chrome trace (the Trace Event Format).
 
 ``tl`` is read through its public surface only (``spans``, ``events``, ``samples``, ``ranks``,
 ``summary()``, ``to_dict()``, ``origin``); this module imports nothing of the package, so the
-dependency runs one way: :mod:`flodl_ddp._timeline` imports it.
+dependency runs one way: :mod:`flodl_monitor._timeline` imports it.
 """
 
 from __future__ import annotations
