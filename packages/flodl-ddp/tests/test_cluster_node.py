@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from flodl_core import ConfigError
 from flodl_ddp import _cluster_node as node
 
 
@@ -23,8 +24,8 @@ def _listeners(port: int) -> list[str]:
 
 def test_interface_address() -> None:
     assert node.interface_address("lo") == "127.0.0.1"
-    with pytest.raises(SystemExit, match=r"interface 'nope0' \(socket_ifname\) is not present"):
-        node.interface_address("nope0")
+    with pytest.raises(ConfigError, match=r"socket_ifname 'nope0' does not exist on this machine"):
+        node.interface_address("nope0", "socket_ifname")
 
 
 def test_bound_store_listens_on_one_address_only() -> None:

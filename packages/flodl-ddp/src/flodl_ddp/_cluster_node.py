@@ -24,29 +24,14 @@ import threading
 import time
 from typing import Any
 
-from ._elastic import interface_names, ipv4_address
+from flodl_core import ConfigError
+
+from ._elastic import interface_address
 from ._store import listen_store
 
 PYTHONS = ("python", "python3", f"python3.{sys.version_info.minor}")
 STOP_GRACE_S = 3.0  # after stdin closes: SIGTERM torchrun, then SIGKILL what is left
 _KEEP: list[Any] = []  # stores must outlive main()'s locals while torchrun runs
-
-
-def interface_address(ifname: str) -> str:
-    """The IPv4 address of interface ``ifname``; an error naming the interfaces there."""
-    names = interface_names()
-    if ifname not in names:
-        raise SystemExit(
-            f"fdl cluster: interface {ifname!r} (socket_ifname) is not present on "
-            f"{socket.gethostname()}; interfaces here: {', '.join(names)}"
-        )
-    try:
-        return ipv4_address(ifname)
-    except OSError:
-        raise SystemExit(
-            f"fdl cluster: interface {ifname!r} has no IPv4 address on "
-            f"{socket.gethostname()}; give it one or name another socket_ifname"
-        ) from None
 
 
 def bound_store(addr: str, port: int, timeout_s: float) -> Any:
@@ -143,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.run import get_args_parser, run
 
     host, port = _split_endpoint(opts.rdzv_endpoint)
-    local_addr = interface_address(opts.ifname) if opts.ifname else None
+    try:
+        local_addr = interface_address(opts.ifname, "socket_ifname") if opts.ifname else None
+    except ConfigError as e:
+        raise SystemExit(f"fdl cluster: {e}") from None
     if opts.host_rendezvous:  # torchrun's static rendezvous shares its server (multi_tenant)
         bound_store(host, port, opts.join_timeout)
     os.environ["PATH"] = path_with_bin(os.environ.get("PATH"))

@@ -121,21 +121,21 @@ def ipv4_address(name: str) -> str:
         return socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24])  # SIOCGIFADDR
 
 
-def interface_address(name: str) -> str:
-    """The IPv4 address of the trusted interface ``name``; a :class:`ConfigError` naming the
-    machine's interfaces when it is missing or has none."""
-    names = interface_names()
+def interface_address(name: str, option: str = "elastic trusted_interface") -> str:
+    """The IPv4 address of interface ``name`` (the value of ``option``); a :class:`ConfigError`
+    naming the machine's interfaces when it is missing or has none."""
+    names, here = interface_names(), socket.gethostname()
     if name not in names:
         raise ConfigError(
-            f"elastic trusted_interface {name!r} does not exist on this machine; interfaces: "
+            f"{option} {name!r} does not exist on this machine ({here}); interfaces: "
             f"{', '.join(names) or 'none found'}"
         )
     try:
         return ipv4_address(name)
     except OSError as e:
         raise ConfigError(
-            f"elastic trusted_interface {name!r} has no IPv4 address ({e}); bring it up "
-            "with an address or name another interface"
+            f"{option} {name!r} has no IPv4 address on {here} ({e}); bring it up with an address "
+            "or name another interface"
         ) from None
 
 
