@@ -11,7 +11,7 @@ import flodl_ddp
 
 SRC = Path(flodl_ddp.__file__).parent
 MAX_FUNCTION_LINES = 60
-MAX_SOURCE_LINES = 8600  # the goal is 8,000: lower this as the source shrinks, never raise it
+MAX_SOURCE_LINES = 8000  # lower this as the source shrinks, never raise it
 
 
 def _modules() -> dict[str, ast.Module]:

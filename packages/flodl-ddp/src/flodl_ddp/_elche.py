@@ -515,18 +515,6 @@ class ElChe:
         ("_benched", "benched", lambda v: [int(r) for r in v]),
     )
 
-    def _older(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Defaults for keys a state saved by an earlier release lacks: its readings were all
-        settled (no provisional ones), every rank a member, none benched."""
-        n = len(state.get("windows", ()))
-        return {
-            "provisional": [False] * n,
-            "settled": int(state.get("calibrations", 0)) > 0,
-            "members": list(range(self.world_size)),
-            "benched": [],
-            **state,
-        }
-
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue identically; plain JSON types only."""
         state = {key: _plain(getattr(self, attr)) for attr, key, _ in self._STATE}
@@ -539,7 +527,6 @@ class ElChe:
                 f"ElChe state is for world_size {state.get('world_size')}, this run has "
                 f"{self.world_size}; resume with the same number of ranks"
             )
-        state = self._older(state)
         check_state_keys("ElChe", state, (key for _, key, _ in self._STATE))
         for attr, key, read in self._STATE:
             setattr(self, attr, read(state[key]))

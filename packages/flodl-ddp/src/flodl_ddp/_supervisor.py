@@ -109,8 +109,7 @@ def blame(w: Watch, host: str) -> DdpError:
         if code < 0:
             return DdpError(f"rank {r} {how_it_died(code)}", rank=r, host=host)
     for r, why in w.verdicts:
-        text = f"rank {r} {why}; the other ranks cannot go on without it"
-        return DdpError(text, rank=r, host=host)
+        return DdpError(f"rank {r} {why}; the others cannot go on without it", rank=r, host=host)
     causes = [e for e in w.errors if not e.echo] or w.errors
     if causes:
         e = causes[0]

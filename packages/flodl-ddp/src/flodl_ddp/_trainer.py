@@ -1,6 +1,6 @@
 """The entry points: ``Trainer.builder(...)`` (managed: the framework owns the loop) and
-``Trainer.setup(...)`` (cooperative: you own it). Each builder method sets one field of
-:class:`~flodl_ddp.TrainerConfig` (its docs say more) through that field's one rule
+``Trainer.setup(...)`` (cooperative: you own it). Each builder method sets, and documents, one
+field of :class:`~flodl_ddp.TrainerConfig` through that field's one rule
 (:mod:`flodl_ddp._options`); docs/tutorials/11-multi-gpu.md shows a whole run.
 """
 
@@ -50,7 +50,8 @@ class TrainerBuilder:
         return self
 
     def dataset(self, ds: Any) -> TrainerBuilder:
-        """The training data: anything :class:`flodl_core.DataLoader` reads."""
+        """The training data: anything :class:`flodl_core.DataLoader` reads (``BatchDataSet``,
+        map-style, a tensor or a tuple / dict of tensors)."""
         if ds is None:
             raise ConfigError("dataset must not be None")
         return self._set("dataset", ds)
@@ -95,7 +96,8 @@ class TrainerBuilder:
         return self._set("bf16_wire", on)
 
     def shared_memory(self, on: bool = True) -> TrainerBuilder:
-        """Same-host cadence / async averaging through shared memory instead of gloo (default)."""
+        """Same-host cadence / async averaging through a file in ``/dev/shm`` instead of gloo
+        (default on; gloo stays when it does not fit, across hosts and with ``bf16_wire``)."""
         return self._set("shared_memory", on)
 
     def threads_per_rank(self, n: int) -> TrainerBuilder:
@@ -103,7 +105,8 @@ class TrainerBuilder:
         return self._set("threads_per_rank", n)
 
     def bind_cores(self, on: bool = True) -> TrainerBuilder:
-        """Bind each rank process of this host to its own equal slice of the usable cores."""
+        """Bind each rank process of this host to its own equal slice of the usable cores
+        (Linux)."""
         return self._set("bind_cores", on)
 
     def anchor(self, n: int) -> TrainerBuilder:
@@ -123,7 +126,7 @@ class TrainerBuilder:
         return self._set("overhead_target", f)
 
     def max_batch_diff(self, n: int) -> TrainerBuilder:
-        """The most batches a fast rank may lead by; 0 = lockstep."""
+        """The most batches a fast rank may lead by; 0 = lockstep (default: no limit)."""
         return self._set("max_batch_diff", n)
 
     def speed_hint(self, slow_rank: int, ratio: float) -> TrainerBuilder:
@@ -147,7 +150,8 @@ class TrainerBuilder:
         return self._set("divergence_threshold", f)
 
     def guard(self, guard: Any) -> TrainerBuilder:
-        """A convergence guard (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own)."""
+        """A convergence guard (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own; default
+        ``TrendGuard(divergence_threshold)``)."""
         return self._set("guard", guard)
 
     def no_divergence_guard(self) -> TrainerBuilder:
@@ -159,7 +163,8 @@ class TrainerBuilder:
         return self._set("meta_controller", on)
 
     def elche_relax_up(self, on: bool = True) -> TrainerBuilder:
-        """Grow the anchor by one after each averaging the guard calls stable."""
+        """Grow the anchor by one after each averaging the guard calls stable (toward
+        ``max_anchor``; refused past ``max_batch_diff``)."""
         return self._set("elche_relax_up", on)
 
     def easgd_alpha(self, alpha: float) -> TrainerBuilder:
@@ -167,11 +172,13 @@ class TrainerBuilder:
         return self._set("easgd_alpha", alpha)
 
     def outer_optimizer(self, outer: Any) -> TrainerBuilder:
-        """An outer optimizer (``OuterAvg``, ``SlowMo``, ``DiLoCo``, ``TorchOuter``)."""
+        """Applied to the consensus before write-back: ``OuterAvg`` (default), ``SlowMo``,
+        ``DiLoCo``, ``TorchOuter``."""
         return self._set("outer_optimizer", outer)
 
     def scheduler(self, factory: Callable[..., Any]) -> TrainerBuilder:
-        """``factory(optimizer, total_steps)`` -> a ``Scheduler`` or an object with ``.step()``."""
+        """``factory(optimizer, total_steps)`` -> a ``Scheduler`` or an object with ``.step()``,
+        driven by the global step (every rank's batches)."""
         return self._set("scheduler", factory)
 
     def lr_scale_ratio(self, f: float) -> TrainerBuilder:
@@ -211,11 +218,13 @@ class TrainerBuilder:
         return self._set("timeout_s", seconds)
 
     def reports_per_epoch(self, n: int) -> TrainerBuilder:
-        """``n`` progress reports within each epoch (loss and samples so far; 0: none)."""
+        """``n`` progress reports within each epoch (loss and samples so far, in
+        ``DdpHandle.reports``; 0: none)."""
         return self._set("reports_per_epoch", n)
 
     def eval_on(self, rank: str | int) -> TrainerBuilder:
-        """Which rank runs ``eval_fn``: ``"fastest"`` (default) or a rank number."""
+        """Which rank runs ``eval_fn``: ``"fastest"`` (default: ElChe's; 0 before it knows) or
+        a rank number."""
         return self._set("eval_on", rank)
 
     def record_log(self, directory: str) -> TrainerBuilder:
