@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,26 @@ def test_interface_address() -> None:
     assert node.interface_address("lo") == "127.0.0.1"
     with pytest.raises(ConfigError, match=r"socket_ifname 'nope0' does not exist on this machine"):
         node.interface_address("nope0", "socket_ifname")
+
+
+def test_a_missing_socket_ifname_ends_the_agent_with_one_line() -> None:
+    argv = ["--name=a", "--ifname=nope0", "--rdzv-endpoint=127.0.0.1:1", "--", "true"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "flodl_ddp._cluster_node", *argv],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as p:
+        assert p.stdin is not None and p.stderr is not None
+        try:  # stdin stays open (a closed one stops the agent): only the error may end it
+            p.stdin.write("token\n")
+            p.stdin.flush()
+            p.wait(timeout=60)
+            err = p.stderr.read()
+        finally:
+            p.kill()
+    assert p.returncode == 1, err
+    assert err.strip().startswith("fdl cluster: socket_ifname 'nope0' does not exist on this")
 
 
 def test_bound_store_listens_on_one_address_only() -> None:

@@ -154,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except SystemExit as e:  # a refusal ends like any other exit: the stdin thread holds a lock
+        code = e.code if isinstance(e.code, int) else 1
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # no interpreter teardown: the stores' threads need no orderly goodbye
