@@ -126,3 +126,22 @@ def test_an_epoch_with_more_left_stops_at_the_count_as_before() -> None:
     c = Counters()
     g = gate(c, waits=False, finish=lambda: False)
     assert run(g) == 3
+
+
+def test_a_cadence_window_filled_by_the_fast_rank_ends_when_the_slow_one_is_ready() -> None:
+    c = Counters()
+    fast = gate(c, limit=3, fill_late=True)  # outpaces the slow cohort: up to one more count
+    slow = gate(c, limit=0)  # the slow cohort: says "ready" at its count, runs no more
+    assert run(fast, most=5) == 5  # its count, then fills while the slow rank trains
+    assert run(slow) == 3
+    assert c.values["rdy7"] == 2
+    assert not fast.keep_going(5)  # the slow rank is ready and has not stopped: no fill
+    slow.stop()
+    fast.stop()
+    assert c.values["stp7"] == 2
+
+
+def test_a_filling_rank_stops_after_one_more_count_when_the_slow_one_is_late() -> None:
+    c = Counters()
+    fast = gate(c, limit=3, fill_late=True)
+    assert run(fast) == 6  # 3 + one more count, then it waits at the round

@@ -327,19 +327,28 @@ def test_overshoot_grows_and_resets() -> None:
 
 
 @pytest.mark.parametrize(
-    ("async_", "calibrated", "fixed", "expect"),
+    ("async_", "calibrated", "fixed", "fill", "expect"),
     [
-        (False, True, None, (False, 12)),  # calibrated cadence: run the count, then meet
-        (False, False, None, (True, 32 * 12)),  # cadence probe: keep going while others probe
-        (True, True, None, (True, 2)),  # async: the automatic overshoot
-        (True, False, None, (True, 32 * 12)),  # async probe: likewise
-        (True, False, 1, (True, 1)),  # ... unless the user fixed the overshoot
+        # calibrated cadence of equal ranks: run the count, then meet
+        (False, True, None, (False, False), (False, 0)),
+        # calibrated cadence, a faster rank fills the window up to one more count ...
+        (False, True, None, (True, True), (True, 12)),
+        # ... and the slow cohort says "ready" at its count, so that the filling stops
+        (False, True, None, (False, True), (True, 0)),
+        (False, False, None, (False, False), (True, 32 * 12)),  # cadence probe: keep going
+        (True, True, None, (True, True), (True, 2)),  # async: the automatic overshoot
+        (True, False, None, (False, False), (True, 32 * 12)),  # async probe: likewise
+        (True, False, 1, (False, False), (True, 1)),  # ... unless the user fixed the overshoot
     ],
 )
 def test_when_a_rank_waits_for_the_others(
-    async_: bool, calibrated: bool, fixed: int | None, expect: tuple[bool, int]
+    async_: bool,
+    calibrated: bool,
+    fixed: int | None,
+    fill: tuple[bool, bool],
+    expect: tuple[bool, int],
 ) -> None:
-    assert waiting(async_, calibrated, Overshoot(fixed, 50), 12) == expect
+    assert waiting(async_, calibrated, Overshoot(fixed, 50), 12, fill) == expect
 
 
 def test_no_guard_object_is_accepted() -> None:

@@ -108,13 +108,20 @@ class WindowGate:
             self._comm.counter(self._stopped_key, 1)
 
 
-def waiting(async_: bool, calibrated: bool, overshoot: Overshoot, mine: int) -> tuple[bool, int]:
-    """Whether a rank that ran its ``mine`` batches keeps training until every rank is ready,
-    and for how many extra batches at most (module doc)."""
+def waiting(
+    async_: bool,
+    calibrated: bool,
+    overshoot: Overshoot,
+    mine: int,
+    fill: tuple[bool, bool] = (False, False),
+) -> tuple[bool, int]:
+    """Whether a rank that ran its ``mine`` batches says "ready" and keeps training until every
+    rank is, and for how many extra batches at most (module doc). ``fill``: (whether ElChe
+    calibrated this rank as faster than the slow cohort, whether any member is)."""
     if not calibrated and (not async_ or overshoot.fixed is None):
         return True, PROBE_REACH * mine
-    if not async_:
-        return False, mine
+    if not async_:  # the slow cohort says "ready" (limit 0) so the faster ones stop filling
+        return fill[1], mine if fill[0] else 0
     return True, overshoot.current
 
 

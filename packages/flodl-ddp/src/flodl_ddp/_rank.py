@@ -426,12 +426,13 @@ class RankEngine(EngineState):
 
     def _gate(self, counts: list[int], work: Work) -> WindowGate:
         mine, async_ = counts[self.rank], self.spec.mode.policy is Policy.ASYNC
-        waits, limit = False, mine
+        waits, limit, outpaces = False, mine, self.elche.outpaces_slow_cohort(self.rank)
         if self.comm.has_counters:
-            waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine)
+            fill = (outpaces, any(map(self.elche.outpaces_slow_cohort, self.elche.members)))
+            waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine, fill)
         tail = int(sum(counts) * TAIL_FRACTION)
         finish = (lambda: work.left() <= tail) if isinstance(work, RankWork) else None
-        fill_late = async_ and self.elche.outpaces_slow_cohort(self.rank)
+        fill_late = waits and outpaces
         return WindowGate(
             self.comm,
             self.world,
