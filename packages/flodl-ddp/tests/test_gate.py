@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flodl_ddp._gate import WindowGate, gate_keys
+from flodl_ddp._gate import WindowGate, gate_keys, may_finish
 
 
 class Counters:
@@ -145,3 +145,19 @@ def test_a_filling_rank_stops_after_one_more_count_when_the_slow_one_is_late() -
     c = Counters()
     fast = gate(c, limit=3, fill_late=True)
     assert run(fast) == 6  # 3 + one more count, then it waits at the round
+
+
+@pytest.mark.parametrize(
+    ("outpaces", "anyone_outpaces", "expect"),
+    [
+        (False, False, True),  # equal ranks: each may run the epoch's last batches
+        (True, True, True),  # the fast rank beside a slow one: its batches are the short ones
+        # the slow rank beside a fast one: the fast rank, stopped at the round, would wait for
+        # all of its slow batches (a pair 16x apart idled 2.7 s of a 5 s epoch that way)
+        (False, True, False),
+    ],
+)
+def test_only_a_rank_that_is_not_outpaced_runs_the_epochs_tail(
+    outpaces: bool, anyone_outpaces: bool, expect: bool
+) -> None:
+    assert may_finish(outpaces, anyone_outpaces) is expect

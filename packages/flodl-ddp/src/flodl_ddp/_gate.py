@@ -10,7 +10,9 @@
   counter once it has run its count, then trains on until every rank is ready, or it ran
   ``limit`` extra batches, or it leads by ``max_batch_diff`` (*throttled*).
 - Either way, a rank at its count that finds the epoch nearly done (``finish()``: at most
-  :data:`TAIL_FRACTION` of a window left) runs those batches instead of stopping.
+  :data:`TAIL_FRACTION` of a window left) runs those batches instead of stopping, unless it is
+  in the slow cohort beside a faster rank (:func:`may_finish`): its batches are the slow ones,
+  and the faster ranks, stopped at the round, would wait for all of them.
 - Async only: the rank whose "ready" completed the set, if it outpaces the slow cohort, keeps
   training until every other rank has stopped.
 
@@ -123,6 +125,12 @@ def waiting(
     if not async_:  # the slow cohort says "ready" (limit 0) so the faster ones stop filling
         return fill[1], mine if fill[0] else 0
     return True, overshoot.current
+
+
+def may_finish(outpaces: bool, anyone_outpaces: bool) -> bool:
+    """Whether a rank may run the epoch's last batches in this window (module doc): yes when it
+    outpaces the slow cohort or no member does (equal ranks), not when a faster one is there."""
+    return outpaces or not anyone_outpaces
 
 
 def auto_overshoot(batches_per_epoch: int) -> int:

@@ -33,7 +33,7 @@ from ._elche import ElChe
 from ._engine_state import EngineState
 from ._errors import DdpError, PeerError
 from ._ft import WindowVoid
-from ._gate import TAIL_FRACTION, Overshoot, WindowGate, waiting
+from ._gate import TAIL_FRACTION, Overshoot, WindowGate, may_finish, waiting
 from ._handle import TrainedState, state_of
 from ._ledger import EpochTally, RankLedger, now, peak_memory
 from ._membership import Membership, StaticWorld
@@ -426,12 +426,14 @@ class RankEngine(EngineState):
 
     def _gate(self, counts: list[int], work: Work) -> WindowGate:
         mine, async_ = counts[self.rank], self.spec.mode.policy is Policy.ASYNC
-        waits, limit, outpaces = False, mine, self.elche.outpaces_slow_cohort(self.rank)
+        outpaces = self.elche.outpaces_slow_cohort(self.rank)
+        fill = (outpaces, any(map(self.elche.outpaces_slow_cohort, self.elche.members)))
+        waits, limit = False, mine
         if self.comm.has_counters:
-            fill = (outpaces, any(map(self.elche.outpaces_slow_cohort, self.elche.members)))
             waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine, fill)
         tail = int(sum(counts) * TAIL_FRACTION)
-        finish = (lambda: work.left() <= tail) if isinstance(work, RankWork) else None
+        tails = isinstance(work, RankWork) and may_finish(*fill)
+        finish = (lambda: work.left() <= tail) if tails else None
         fill_late = waits and outpaces
         return WindowGate(
             self.comm,
