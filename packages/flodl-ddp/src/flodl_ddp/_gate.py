@@ -2,7 +2,10 @@
 
 - :func:`waiting`: async ranks wait, up to the overshoot; cadence ranks wait in their probe
   windows (before ElChe measured anything), up to :data:`PROBE_REACH` times their count, and so
-  does async's automatic overshoot. Without shared counters (elastic runs) nobody waits.
+  does async's automatic overshoot. Once calibrated, a cadence rank faster than the slow cohort
+  fills its window: it waits, up to one more count, and the slow cohort says "ready" at its
+  count and stops, so a slow rank running late costs the fast one no idle time. Without shared
+  counters (elastic runs) nobody waits.
 - :class:`Overshoot`: the automatic ``max_overshoot`` starts at
   ``min(5, max(2, batches_per_epoch // 100))``, grows by one after each round the guard calls
   stable, up to the anchor, and falls back to its start value when the guard reports divergence.
@@ -13,7 +16,7 @@
   :data:`TAIL_FRACTION` of a window left) runs those batches instead of stopping, unless it is
   in the slow cohort beside a faster rank (:func:`may_finish`): its batches are the slow ones,
   and the faster ranks, stopped at the round, would wait for all of them.
-- Async only: the rank whose "ready" completed the set, if it outpaces the slow cohort, keeps
+- A waiting rank whose "ready" completed the set, if it outpaces the slow cohort, keeps
   training until every other rank has stopped.
 
 Why, with measurements: ARCHITECTURE-NOTES.md, ``_gate``.
