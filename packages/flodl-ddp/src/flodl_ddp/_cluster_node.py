@@ -157,8 +157,9 @@ if __name__ == "__main__":
     try:
         code = main()
     except SystemExit as e:  # a refusal ends like any other exit: the stdin thread holds a lock
-        code = e.code if isinstance(e.code, int) else 1
-        if isinstance(e.code, str):
+        # as the interpreter reads it: None is 0, an int is the code, anything else is printed, 1
+        code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+        if e.code is not None and not isinstance(e.code, int):
             print(e.code, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
