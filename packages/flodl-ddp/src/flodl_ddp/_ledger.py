@@ -40,6 +40,9 @@ class RankLedger:
         self.t0 = t0
         self.sampler = sampler
         self._sampled = now()
+        # the wall clock is read once: mapping each reading through a fresh time.time() let a
+        # short span come out reversed when the wall clock stepped or jittered between its ends
+        self._shift = time.time() - self._sampled - t0
         self.numbers: dict[str, float] = dict.fromkeys(SUMMED, 0.0)
         self._loss: Tensor | None = None
 
@@ -67,8 +70,9 @@ class RankLedger:
         return out
 
     def _t(self, at: float) -> float:
-        """A :func:`now` reading as seconds since the run's start on the shared wall clock."""
-        return max(0.0, at + time.time() - now() - self.t0)
+        """A :func:`now` reading as seconds since the run's start on the shared wall clock
+        (monotonic: the two clocks' offset is the one taken when the ledger was made)."""
+        return max(0.0, at + self._shift)
 
     def tick(self, device: torch.device) -> None:
         """After a batch: this process's CPU (percent of one core) and its GPU's utilization
@@ -80,8 +84,8 @@ class RankLedger:
         cpu = s.proc_cpu * (os.cpu_count() or 1) if s.proc_cpu is not None else None
         gpu = next((g.util for g in s.gpus if g.dev == (device.index or 0)), None)
         if cpu is not None or gpu is not None:
-            t = max(0.0, time.time() - self.t0)
-            self.timeline.sample(self.rank, t, cpu=cpu, gpu=gpu if device.type == "cuda" else None)
+            gpu = gpu if device.type == "cuda" else None
+            self.timeline.sample(self.rank, self._t(self._sampled), cpu=cpu, gpu=gpu)
 
     def span(self, kind: str, start: float, end: float) -> None:
         """A ``kind`` span of this rank between two :func:`now` readings."""
@@ -92,13 +96,13 @@ class RankLedger:
         """A timeline event now (any rank; NaN / inf fields dropped: JSON cannot hold them)."""
         if self.timeline is not None:
             ok = {k: v for k, v in fields.items() if not isinstance(v, float) or math.isfinite(v)}
-            self.timeline.event(kind, time.time() - self.t0, **ok)
+            self.timeline.event(kind, self._t(now()), **ok)
 
     def mark(self, **fields: Any) -> None:
         """Rank 0 only: an epoch boundary event, ``mark(epoch_start=3)``."""
         if self.timeline is not None and self.rank == 0:
             (kind, value), *rest = fields.items()
-            self.timeline.event(kind, time.time() - self.t0, epoch=value, **dict(rest))
+            self.timeline.event(kind, self._t(now()), epoch=value, **dict(rest))
 
 
 class EpochTally:
