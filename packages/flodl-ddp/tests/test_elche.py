@@ -531,6 +531,36 @@ def test_a_rank_that_costs_more_than_it_adds_is_benched_then_measured_again() ->
     assert e3.benched == [1]
 
 
+def test_a_short_epoch_judges_the_slowest_rank_over_the_whole_epoch() -> None:
+    """Epochs shorter than a window: every window is cut, so only the epoch rule judges."""
+    e = ElChe(2)
+    reach_stable(e, [1.5, 30.0], 1.0)
+    e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0])  # Warmup: not judged
+    assert e.benched == []
+    feed(e, [1.5, 30.0], 1.0, cut=True)  # Stable
+    # rank 1's 2 batches saved rank 0 3 ms; rank 0 spent 10 of its 100 ms not computing
+    e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0])
+    assert e.benched == [1] and e.counts == [e.anchor, 0]
+    assert e.last_bench == (1, pytest.approx(0.03), pytest.approx(0.10))
+    assert e.reprobe() == []  # it sits the next epoch out, in which rank 0 alone spends 4 ms
+    e.judge_epoch([97.0, 1.0], [62, 0], [93.0, 0.0])
+    assert e.reprobe() == [1] and e.counts[1] > 0
+    e.judge_epoch([96.0, 95.0], [60, 2], [90.0, 66.0])  # 3 ms saved > 6 - 4 spent: it pays
+    assert e.benched == [] and e.reprobe() == []
+    e.judge_epoch([100.0, 98.0], [61, 1], [90.0, 30.0])  # 1.5 ms saved: benched for 1 epoch
+    assert [e.reprobe() for _ in range(2)] == [[], [1]]
+    e.judge_epoch([100.0, 98.0], [61, 1], [90.0, 30.0])  # again on its return: 2 epochs out
+    assert [e.reprobe() for _ in range(3)] == [[], [], [1]]
+    state = json.loads(json.dumps(e.state_dict()))
+    assert state["sit_out"]["length"] == 2 and state["sit_out"]["without_ms"] == 4.0
+    # equal ranks, each saving the other half the epoch: nobody is benched
+    q = ElChe(2)
+    reach_stable(q, [10.0, 10.0], 1.0)
+    feed(q, [10.0, 10.0], 1.0)
+    q.judge_epoch([330.0, 330.0], [31, 31], [310.0, 310.0])
+    assert q.benched == []
+
+
 def test_members_rebalance_the_survivors_and_measure_a_rejoining_rank_afresh() -> None:
     e = ElChe(3)
     reach_stable(e, [10.0, 10.0, 20.0], 0.0)

@@ -12,8 +12,10 @@ in brief (in full, with why: ARCHITECTURE-NOTES.md, ``_elche``):
   slowest; a challenger must be ``DOMINANCE_MARGIN`` slower to take over);
 - from Stable on the anchor follows ``overhead = sync_ms / max(wall_ms)`` toward
   ``min(overhead_target, gain / 2)``, and a rank that costs more than it adds is benched
-  (0 batches, weight 0) until the next epoch's :meth:`ElChe.reprobe`, but never while it holds
-  batches it has not run (they are its alone: benched, it would never run them);
+  (0 batches, weight 0), but never while it holds batches it has not run (they are its alone:
+  benched, it would never run them): judged per round once the anchor is capped, and per epoch
+  (:meth:`ElChe.judge_epoch`, for epochs shorter than a window); it sits out 1, 2, 4 ... epochs
+  (``_payoff``) and :meth:`ElChe.reprobe` lets it train again;
 - the anchor rank runs ``anchor`` batches, rank ``r`` ``round(anchor · slow_ms / ms_r)``, moved
   only outside a ``DEAD_ZONE`` and by at most ``max_batch_diff`` (0: lockstep);
 - a non-member (:meth:`ElChe.set_members`) runs 0 batches; a (re)joining rank is measured afresh;
@@ -26,11 +28,13 @@ import enum
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from flodl_core import CheckpointError, ConfigError, check_finite, check_int
 
 from ._errors import check_state_keys
+from ._payoff import EpochCost, SitOut, epoch_cost
 from ._worklist import cut_to
 
 WINDOW = 5
@@ -74,7 +78,10 @@ def _round_half_up(x: float) -> int:
 
 
 def _plain(v: Any) -> Any:
-    """``v`` with its deques and lists (nested too) as lists: plain JSON types."""
+    """``v`` with its deques and lists (nested too) as lists, a dataclass as a dict: plain JSON
+    types."""
+    if is_dataclass(v) and not isinstance(v, type):
+        return asdict(v)
     return [_plain(x) for x in v] if isinstance(v, (list, deque)) else v
 
 
@@ -134,6 +141,7 @@ class ElChe:
         self.relax_up = bool(relax_up)
         self._anchor, self._members = anchor, list(range(world_size))
         self._benched: list[int] = []
+        self._sit_out = SitOut()
         self.last_bench: tuple[int, float, float] | None = None
         """``(rank, gain, overhead)`` of the last benching (see :attr:`benched`)."""
         self._hint_ratio, self._ratios, self._anchor_rank = self._seed(speed_hint, partition_ratios)
@@ -368,20 +376,47 @@ class ElChe:
         gain = self.gain()
         if gain <= self._overhead:
             slowest = max(active, key=lambda r: (self._smoothed[r] or 0.0, r))
-            if held[slowest]:
-                return
-            self._benched.append(slowest)
-            self.last_bench = (slowest, gain, self._overhead)
-            if self._anchor_rank == slowest:
-                self._anchor_rank = self._elect(self._member_speeds())
-                self._slow_ms = float(self._smoothed[self._anchor_rank] or self._slow_ms)
+            if not held[slowest]:
+                self._bench(slowest, gain, self._overhead, at_end=False)
+
+    def _bench(self, rank: int, gain: float, overhead: float, *, at_end: bool) -> None:
+        self._benched.append(rank)
+        self.last_bench = (rank, gain, overhead)
+        self._sit_out.bench(at_end=at_end)
+        if self._anchor_rank == rank:
+            self._anchor_rank = self._elect(self._member_speeds())
+            self._slow_ms = float(self._smoothed[self._anchor_rank] or self._slow_ms)
+
+    def judge_epoch(
+        self, wall_ms: Sequence[float], batches: Sequence[int], compute_ms: Sequence[float]
+    ) -> None:
+        """An epoch's end (identical on every rank): per rank its epoch's wall and compute
+        milliseconds and batches. From Stable on, a slowest rank that did not pay for itself
+        over the epoch is benched (``_payoff``)."""
+        cost = epoch_cost(wall_ms, batches, compute_ms, self._active())
+        out = self._sit_out
+        if cost is None or self.phase < Phase.STABLE:
+            return
+        if out.whole:
+            out.without_ms = cost.spent
+        elif not self._benched and len(self._active()) > 1:
+            if out.pays(cost):
+                out.paid()
+            else:
+                self._bench_at_end(cost)
+
+    def _bench_at_end(self, cost: EpochCost) -> None:
+        spent = cost.spent - self._sit_out.without_ms
+        self._bench(cost.slowest, cost.saved / cost.wall, spent / cost.wall, at_end=True)
+        self._update_counts(first=True)
 
     def reprobe(self) -> list[int]:
-        """Let the benched ranks train again (each epoch's first window measures them anew);
-        returns them."""
+        """Each epoch's start: the benched ranks whose sit-out is over train again (this
+        epoch's first window measures them anew); returns them."""
+        if not self._sit_out.epoch_start(bool(self._benched)):
+            return []
         back, self._benched = self._benched, []
-        if back:
-            self._update_counts(first=True)
+        self._update_counts(first=True)
         return back
 
     def _elect(self, smoothed: list[float | None]) -> int:
@@ -513,6 +548,7 @@ class ElChe:
         ("_history", "history", lambda v: deque((list(h) for h in v), maxlen=SHARE_HISTORY)),
         ("_members", "members", lambda v: [int(r) for r in v]),
         ("_benched", "benched", lambda v: [int(r) for r in v]),
+        ("_sit_out", "sit_out", SitOut.from_state),
     )
 
     def state_dict(self) -> dict[str, Any]:

@@ -469,6 +469,12 @@ class RankEngine(EngineState):
 
     def _end_epoch(self, epoch: int) -> None:
         sync, t = self.spec.sync, self.tally
+        if not sync:
+            benched = self.elche.benched
+            ms = {k: [1000.0 * r[k] for r in t.ranks] for k in ("wall", "compute")}
+            self.elche.judge_epoch(ms["wall"], [int(r["batches"]) for r in t.ranks], ms["compute"])
+            for r in set(self.elche.benched) - set(benched):
+                self.rounds.tell_benched(r)
         m = combine_ranks(
             epoch,
             t.ranks,

@@ -36,8 +36,8 @@ from ._ledger import EpochTally, RankLedger, now
 logger = logging.getLogger("flodl.ddp")
 _BENCHED = (
     "ddp: rank %d adds less than its averaging rounds and waits cost the others (the other "
-    "ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it trains no batches for now "
-    "and is measured again at each epoch's start"
+    "ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it trains no batches for now; "
+    "it trains again after sitting out 1 epoch, then 2, 4 ... while it still does not pay"
 )
 
 
@@ -169,7 +169,7 @@ class AveragingRound:
         self.tally.sync_ms.append(max(g["sync_ms"] for g in got if g is not None))
         self.feed(arrival, got, members, report.throttled, lr)
 
-    def _benched(self, r: int) -> None:
+    def tell_benched(self, r: int) -> None:
         """ElChe benched rank ``r`` (it costs more than it adds): said once in the log, and in
         the timeline each time."""
         _, gain, overhead = self.elche.last_bench or (r, 0.0, 0.0)
@@ -215,7 +215,7 @@ class AveragingRound:
         stable = action.kind is ActionKind.STABLE
         self.overshoot.after_round(stable, elche.anchor)
         for r in set(elche.benched) - set(benched):
-            self._benched(r)
+            self.tell_benched(r)
         led = self.ledger
         if self.rank == min(members):
             led.event("sync", sync_ms=max(g["sync_ms"] for g in here), d_max=max(divs))

@@ -1,0 +1,101 @@
+"""Whether the slowest training rank pays for itself over a whole epoch, and how long a benched
+rank sits out.
+
+ElChe's round rule benches a rank whose rounds cost more than the ranks add, but it judges only
+windows the epoch's end did not cut: when an epoch is shorter than one window (a small model's
+epochs: every window is cut), nothing was ever judged. The epoch rule closes that gap, from the
+epoch's numbers (identical on every rank):
+
+- the fastest training rank computed ``c`` ms for its ``n`` batches in its epoch of ``wall`` ms;
+  the slowest one ran ``n_s`` batches, which **saved** the fastest ``n_s · c / n`` ms of work,
+  while the fastest **spent** ``wall - c`` ms not computing (rounds, waits, pool claims);
+- ``without``: what the fastest spent not computing in the last epoch the slowest sat out in full
+  (0 before any: the whole cost of the engine's rounds then counts against the slowest);
+- the slowest pays for itself when ``saved > spent - without``; otherwise it is benched.
+
+A benched rank sits out ``length`` epochs (a rank benched mid-epoch by the round rule: the rest
+of that epoch and ``length - 1`` more), then trains again and is judged anew. ``length`` starts at
+1 and doubles, up to ``MAX_SIT_OUT``, each time a rank is benched in the epoch it came back in;
+an epoch in which the slowest pays for itself sets it back to 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_SIT_OUT = 16
+"""The longest a benched rank sits out, in epochs."""
+
+
+@dataclass(frozen=True)
+class EpochCost:
+    """One epoch's verdict inputs (milliseconds): ``slowest`` rank, what its batches ``saved``
+    the fastest, what the fastest ``spent`` not computing, and the fastest's ``wall``."""
+
+    slowest: int
+    saved: float
+    spent: float
+    wall: float
+
+
+def epoch_cost(
+    wall_ms: Sequence[float], batches: Sequence[int], compute_ms: Sequence[float], ranks: list[int]
+) -> EpochCost | None:
+    """The verdict inputs of an epoch over the training ``ranks`` (module doc), from per-rank
+    epoch walls, batches and compute times (one rank: it is both); ``None`` when no rank ran a
+    batch (or the fastest sent no wall)."""
+    ran = [r for r in ranks if batches[r] > 0 and compute_ms[r] > 0]
+    ms = {r: compute_ms[r] / batches[r] if r in ran else float("inf") for r in ranks}
+    fast = min(ran, key=lambda r: (ms[r], r), default=None)
+    if fast is None or wall_ms[fast] <= 0:
+        return None
+    slow = max(ranks, key=lambda r: (ms[r], r))
+    saved = batches[slow] * ms[fast]
+    return EpochCost(slow, saved, max(0.0, wall_ms[fast] - compute_ms[fast]), wall_ms[fast])
+
+
+@dataclass
+class SitOut:
+    """How long the benched ranks sit out (module doc); ElChe keeps one for all of them."""
+
+    length: int = 1
+    """Epochs the next benching lasts."""
+    left: int = 0
+    """Epoch starts still to come before the benched ranks train again."""
+    back: bool = False
+    """The benched ranks came back at this epoch's start."""
+    whole: bool = False
+    """This epoch started with a rank benched: it sits out all of it."""
+    without_ms: float = 0.0
+    """What the fastest rank spent not computing in the last epoch sat out in full."""
+
+    def bench(self, *, at_end: bool) -> None:
+        """A rank was benched, at an epoch's end or during it (module doc)."""
+        if self.back:
+            self.length = min(2 * self.length, MAX_SIT_OUT)
+        self.back = False
+        self.left = self.length if at_end else self.length - 1
+
+    def epoch_start(self, benched: bool) -> bool:
+        """A new epoch (``benched``: some rank is benched): whether the benched ranks train
+        again in it."""
+        self.whole = benched and self.left > 0
+        self.back = benched and not self.whole
+        self.left = max(0, self.left - 1)
+        return self.back
+
+    def paid(self) -> None:
+        """The slowest rank paid for itself over a whole epoch."""
+        self.length, self.back = 1, False
+
+    def pays(self, cost: EpochCost) -> bool:
+        """Whether ``cost``'s slowest rank pays for itself (module doc)."""
+        return cost.saved > cost.spent - self.without_ms
+
+    @classmethod
+    def from_state(cls, v: dict[str, Any]) -> SitOut:
+        """Back from ``dataclasses.asdict`` (a checkpoint's plain JSON types)."""
+        ints, flags = (int(v["length"]), int(v["left"])), (bool(v["back"]), bool(v["whole"]))
+        return cls(*ints, *flags, float(v["without_ms"]))

@@ -1,0 +1,73 @@
+"""The epoch rule: whether the slowest rank pays for itself, and how long it sits out."""
+
+from __future__ import annotations
+
+import pytest
+
+from flodl_ddp._payoff import MAX_SIT_OUT, EpochCost, SitOut, epoch_cost
+
+
+def test_an_epochs_cost_is_read_from_the_fastest_and_the_slowest_rank() -> None:
+    # rank 0: 60 batches of 1.5 ms in a 100 ms epoch; rank 1: 2 batches of 30 ms
+    cost = epoch_cost([100.0, 98.0], [60, 2], [90.0, 60.0], [0, 1])
+    assert cost == EpochCost(slowest=1, saved=pytest.approx(3.0), spent=10.0, wall=100.0)
+    # a training rank that ran nothing is the slowest, and saved nothing
+    assert epoch_cost([100.0, 0.0], [62, 0], [93.0, 0.0], [0, 1]) == EpochCost(1, 0.0, 7.0, 100.0)
+    # one rank: it is the fastest and the slowest (its spent is what the rule keeps)
+    assert epoch_cost([100.0, 0.0], [62, 0], [93.0, 0.0], [0]) == EpochCost(
+        0, pytest.approx(93.0), 7.0, 100.0
+    )
+    # nothing ran, or the fastest sent no wall: nothing to judge
+    assert epoch_cost([1.0, 1.0], [0, 0], [0.0, 0.0], [0, 1]) is None
+    assert epoch_cost([0.0, 1.0], [5, 1], [5.0, 9.0], [0, 1]) is None
+
+
+def test_a_rank_pays_when_it_saves_more_than_it_costs_beyond_the_engine_alone() -> None:
+    out = SitOut()
+    cost = EpochCost(slowest=1, saved=3.0, spent=10.0, wall=100.0)
+    assert not out.pays(cost)  # nothing measured without it: the whole 10 ms counts against it
+    out.without_ms = 8.0
+    assert out.pays(cost)  # it costs 2 ms beyond the engine's own 8 and saves 3
+    assert not out.pays(EpochCost(1, 2.0, 10.0, 100.0))  # a tie does not pay
+
+
+@pytest.mark.parametrize(
+    ("at_end", "out_epochs"),
+    [(True, 1), (False, 0)],  # benched at an epoch's end: the next epoch; mid-epoch: its rest
+)
+def test_a_benched_rank_sits_out_then_comes_back(at_end: bool, out_epochs: int) -> None:
+    out = SitOut()
+    out.bench(at_end=at_end)
+    starts = [out.epoch_start(True) for _ in range(out_epochs)]
+    assert starts == [False] * out_epochs and out.whole == (out_epochs > 0)
+    assert out.epoch_start(True) and out.back and not out.whole
+
+
+def test_the_sit_out_doubles_while_the_rank_fails_on_its_return_and_resets_when_it_pays() -> None:
+    out = SitOut()
+    lengths = []
+    for _ in range(7):
+        out.bench(at_end=True)
+        lengths.append(out.length)
+        while not out.epoch_start(True):
+            pass
+    assert lengths == [1, 2, 4, 8, 16, MAX_SIT_OUT, MAX_SIT_OUT]
+    out.paid()
+    out.epoch_start(False)
+    out.bench(at_end=True)
+    assert out.length == 1 and out.left == 1
+
+
+def test_an_epoch_without_a_benched_rank_is_no_return() -> None:
+    out = SitOut()
+    out.bench(at_end=False)
+    assert out.epoch_start(True)  # it came back: benched again in this epoch, it doubles
+    assert not out.epoch_start(False) and not out.back  # an epoch later it no longer counts
+    out.bench(at_end=True)
+    assert out.length == 1
+
+
+def test_the_state_round_trips_through_plain_types() -> None:
+    out = SitOut(length=4, left=2, back=False, whole=True, without_ms=7.5)
+    plain = {"length": 4.0, "left": 2, "back": 0, "whole": 1, "without_ms": 7.5}
+    assert SitOut.from_state(plain) == out
