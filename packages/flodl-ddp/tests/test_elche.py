@@ -535,21 +535,22 @@ def test_a_short_epoch_judges_the_slowest_rank_over_the_whole_epoch() -> None:
     """Epochs shorter than a window: every window is cut, so only the epoch rule judges."""
     e = ElChe(2)
     reach_stable(e, [1.5, 30.0], 1.0)
-    e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0])  # Warmup: not judged
+    e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0], [5.0, 38.0])  # Warmup: not judged
     assert e.benched == []
     feed(e, [1.5, 30.0], 1.0, cut=True)  # Stable
-    # rank 1's 2 batches saved rank 0 3 ms; rank 0 spent 10 of its 100 ms not computing
-    e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0])
+    # rank 1's 2 batches saved rank 0 3 ms; rank 0 waited 5 of its 100 ms for it
+    e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0], [5.0, 38.0])
     assert e.benched == [1] and e.counts == [e.anchor, 0]
-    assert e.last_bench == (1, pytest.approx(0.03), pytest.approx(0.10))
+    assert e.last_bench == (1, pytest.approx(0.03), pytest.approx(0.05))
     assert e.reprobe() == []  # it sits the next epoch out, in which rank 0 alone spends 4 ms
-    e.judge_epoch([97.0, 1.0], [62, 0], [93.0, 0.0])
+    e.judge_epoch([97.0, 1.0], [62, 0], [93.0, 0.0], [0.0, 1.0])
     assert e.reprobe() == [1] and e.counts[1] > 0
-    e.judge_epoch([96.0, 95.0], [60, 2], [90.0, 66.0])  # 3 ms saved > 6 - 4 spent: it pays
+    e.judge_epoch([96.0, 95.0], [60, 2], [90.0, 66.0], [1.0, 29.0])  # 3 saved > 6 - 4: it pays
     assert e.benched == [] and e.reprobe() == []
-    e.judge_epoch([100.0, 98.0], [61, 1], [90.0, 30.0])  # 1.5 ms saved: benched for 1 epoch
+    idle = [1.0, 68.0]
+    e.judge_epoch([100.0, 98.0], [61, 1], [90.0, 30.0], idle)  # 1.5 saved < 6: 1 epoch out
     assert [e.reprobe() for _ in range(2)] == [[], [1]]
-    e.judge_epoch([100.0, 98.0], [61, 1], [90.0, 30.0])  # again on its return: 2 epochs out
+    e.judge_epoch([100.0, 98.0], [61, 1], [90.0, 30.0], idle)  # again on its return: 2 out
     assert [e.reprobe() for _ in range(3)] == [[], [], [1]]
     state = json.loads(json.dumps(e.state_dict()))
     assert state["sit_out"]["length"] == 2 and state["sit_out"]["without_ms"] == 4.0
@@ -557,7 +558,7 @@ def test_a_short_epoch_judges_the_slowest_rank_over_the_whole_epoch() -> None:
     q = ElChe(2)
     reach_stable(q, [10.0, 10.0], 1.0)
     feed(q, [10.0, 10.0], 1.0)
-    q.judge_epoch([330.0, 330.0], [31, 31], [310.0, 310.0])
+    q.judge_epoch([330.0, 330.0], [31, 31], [310.0, 310.0], [5.0, 5.0])
     assert q.benched == []
 
 

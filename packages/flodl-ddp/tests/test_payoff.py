@@ -8,27 +8,29 @@ from flodl_ddp._payoff import MAX_SIT_OUT, EpochCost, SitOut, epoch_cost
 
 
 def test_an_epochs_cost_is_read_from_the_fastest_and_the_slowest_rank() -> None:
-    # rank 0: 60 batches of 1.5 ms in a 100 ms epoch; rank 1: 2 batches of 30 ms
-    cost = epoch_cost([100.0, 98.0], [60, 2], [90.0, 60.0], [0, 1])
-    assert cost == EpochCost(slowest=1, saved=pytest.approx(3.0), spent=10.0, wall=100.0)
+    # rank 0: 60 batches of 1.5 ms in a 100 ms epoch, 4 ms of it waiting; rank 1: 2 of 30 ms
+    idle = [4.0, 38.0]
+    cost = epoch_cost([100.0, 98.0], [60, 2], [90.0, 60.0], idle, [0, 1])
+    assert cost == EpochCost(1, saved=pytest.approx(3.0), spent=10.0, waited=4.0, wall=100.0)
     # a training rank that ran nothing is the slowest, and saved nothing
-    assert epoch_cost([100.0, 0.0], [62, 0], [93.0, 0.0], [0, 1]) == EpochCost(1, 0.0, 7.0, 100.0)
+    got = epoch_cost([100.0, 0.0], [62, 0], [93.0, 0.0], idle, [0, 1])
+    assert got == EpochCost(1, 0.0, 7.0, 4.0, 100.0)
     # one rank: it is the fastest and the slowest (its spent is what the rule keeps)
-    assert epoch_cost([100.0, 0.0], [62, 0], [93.0, 0.0], [0]) == EpochCost(
-        0, pytest.approx(93.0), 7.0, 100.0
-    )
+    got = epoch_cost([100.0, 0.0], [62, 0], [93.0, 0.0], idle, [0])
+    assert got == EpochCost(0, pytest.approx(93.0), 7.0, 4.0, 100.0)
     # nothing ran, or the fastest sent no wall: nothing to judge
-    assert epoch_cost([1.0, 1.0], [0, 0], [0.0, 0.0], [0, 1]) is None
-    assert epoch_cost([0.0, 1.0], [5, 1], [5.0, 9.0], [0, 1]) is None
+    assert epoch_cost([1.0, 1.0], [0, 0], [0.0, 0.0], idle, [0, 1]) is None
+    assert epoch_cost([0.0, 1.0], [5, 1], [5.0, 9.0], idle, [0, 1]) is None
 
 
 def test_a_rank_pays_when_it_saves_more_than_it_costs_beyond_the_engine_alone() -> None:
     out = SitOut()
-    cost = EpochCost(slowest=1, saved=3.0, spent=10.0, wall=100.0)
-    assert not out.pays(cost)  # nothing measured without it: the whole 10 ms counts against it
+    cost = EpochCost(slowest=1, saved=3.0, spent=10.0, waited=4.0, wall=100.0)
+    # nothing measured without it: only the 4 ms the fastest waited go with it
+    assert out.extra(cost) == 4.0 and not out.pays(cost)
     out.without_ms = 8.0
-    assert out.pays(cost)  # it costs 2 ms beyond the engine's own 8 and saves 3
-    assert not out.pays(EpochCost(1, 2.0, 10.0, 100.0))  # a tie does not pay
+    assert out.extra(cost) == 2.0 and out.pays(cost)  # 2 ms beyond the fastest's own 8
+    assert not out.pays(EpochCost(1, 2.0, 10.0, 4.0, 100.0))  # a tie does not pay
 
 
 @pytest.mark.parametrize(
@@ -71,3 +73,4 @@ def test_the_state_round_trips_through_plain_types() -> None:
     out = SitOut(length=4, left=2, back=False, whole=True, without_ms=7.5)
     plain = {"length": 4.0, "left": 2, "back": 0, "whole": 1, "without_ms": 7.5}
     assert SitOut.from_state(plain) == out
+    assert SitOut.from_state({**plain, "without_ms": None}).without_ms is None

@@ -388,12 +388,16 @@ class ElChe:
             self._slow_ms = float(self._smoothed[self._anchor_rank] or self._slow_ms)
 
     def judge_epoch(
-        self, wall_ms: Sequence[float], batches: Sequence[int], compute_ms: Sequence[float]
+        self,
+        wall_ms: Sequence[float],
+        batches: Sequence[int],
+        compute_ms: Sequence[float],
+        idle_ms: Sequence[float],
     ) -> None:
-        """An epoch's end (identical on every rank): per rank its epoch's wall and compute
+        """An epoch's end (identical on every rank): per rank its epoch's wall, compute and idle
         milliseconds and batches. From Stable on, a slowest rank that did not pay for itself
         over the epoch is benched (``_payoff``)."""
-        cost = epoch_cost(wall_ms, batches, compute_ms, self._active())
+        cost = epoch_cost(wall_ms, batches, compute_ms, idle_ms, self._active())
         out = self._sit_out
         if cost is None or self.phase < Phase.STABLE:
             return
@@ -406,8 +410,8 @@ class ElChe:
                 self._bench_at_end(cost)
 
     def _bench_at_end(self, cost: EpochCost) -> None:
-        spent = cost.spent - self._sit_out.without_ms
-        self._bench(cost.slowest, cost.saved / cost.wall, spent / cost.wall, at_end=True)
+        extra = self._sit_out.extra(cost)
+        self._bench(cost.slowest, cost.saved / cost.wall, extra / cost.wall, at_end=True)
         self._update_counts(first=True)
 
     def reprobe(self) -> list[int]:

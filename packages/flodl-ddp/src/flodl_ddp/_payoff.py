@@ -8,9 +8,11 @@ epoch's numbers (identical on every rank):
 
 - the fastest training rank computed ``c`` ms for its ``n`` batches in its epoch of ``wall`` ms;
   the slowest one ran ``n_s`` batches, which **saved** the fastest ``n_s · c / n`` ms of work,
-  while the fastest **spent** ``wall - c`` ms not computing (rounds, waits, pool claims);
-- ``without``: what the fastest spent not computing in the last epoch the slowest sat out in full
-  (0 before any: the whole cost of the engine's rounds then counts against the slowest);
+  while the fastest **spent** ``wall - c`` ms not computing (rounds, waits, pool claims), of
+  which it **waited** ``w`` at the rounds' arrivals;
+- ``without``: what the fastest spent not computing in the last epoch the slowest sat out in
+  full; before any, ``spent - waited`` (a benched rank still joins the rounds: only the waits
+  go with it);
 - the slowest pays for itself when ``saved > spent - without``; otherwise it is benched.
 
 A benched rank sits out ``length`` epochs (a rank benched mid-epoch by the round rule: the rest
@@ -32,28 +34,34 @@ MAX_SIT_OUT = 16
 @dataclass(frozen=True)
 class EpochCost:
     """One epoch's verdict inputs (milliseconds): ``slowest`` rank, what its batches ``saved``
-    the fastest, what the fastest ``spent`` not computing, and the fastest's ``wall``."""
+    the fastest, what the fastest ``spent`` not computing, of it ``waited`` at arrivals, and the
+    fastest's ``wall``."""
 
     slowest: int
     saved: float
     spent: float
+    waited: float
     wall: float
 
 
 def epoch_cost(
-    wall_ms: Sequence[float], batches: Sequence[int], compute_ms: Sequence[float], ranks: list[int]
+    wall_ms: Sequence[float],
+    batches: Sequence[int],
+    compute_ms: Sequence[float],
+    idle_ms: Sequence[float],
+    ranks: list[int],
 ) -> EpochCost | None:
     """The verdict inputs of an epoch over the training ``ranks`` (module doc), from per-rank
-    epoch walls, batches and compute times (one rank: it is both); ``None`` when no rank ran a
-    batch (or the fastest sent no wall)."""
+    epoch walls, batches, compute and idle times (one rank: it is both the fastest and the
+    slowest); ``None`` when no rank ran a batch (or the fastest sent no wall)."""
     ran = [r for r in ranks if batches[r] > 0 and compute_ms[r] > 0]
     ms = {r: compute_ms[r] / batches[r] if r in ran else float("inf") for r in ranks}
     fast = min(ran, key=lambda r: (ms[r], r), default=None)
     if fast is None or wall_ms[fast] <= 0:
         return None
     slow = max(ranks, key=lambda r: (ms[r], r))
-    saved = batches[slow] * ms[fast]
-    return EpochCost(slow, saved, max(0.0, wall_ms[fast] - compute_ms[fast]), wall_ms[fast])
+    spent = max(0.0, wall_ms[fast] - compute_ms[fast])
+    return EpochCost(slow, batches[slow] * ms[fast], spent, idle_ms[fast], wall_ms[fast])
 
 
 @dataclass
@@ -68,7 +76,7 @@ class SitOut:
     """The benched ranks came back at this epoch's start."""
     whole: bool = False
     """This epoch started with a rank benched: it sits out all of it."""
-    without_ms: float = 0.0
+    without_ms: float | None = None
     """What the fastest rank spent not computing in the last epoch sat out in full."""
 
     def bench(self, *, at_end: bool) -> None:
@@ -90,12 +98,17 @@ class SitOut:
         """The slowest rank paid for itself over a whole epoch."""
         self.length, self.back = 1, False
 
+    def extra(self, cost: EpochCost) -> float:
+        """What the slowest rank cost the fastest beyond its own floor: ``spent - without``."""
+        return cost.waited if self.without_ms is None else cost.spent - self.without_ms
+
     def pays(self, cost: EpochCost) -> bool:
         """Whether ``cost``'s slowest rank pays for itself (module doc)."""
-        return cost.saved > cost.spent - self.without_ms
+        return cost.saved > self.extra(cost)
 
     @classmethod
     def from_state(cls, v: dict[str, Any]) -> SitOut:
         """Back from ``dataclasses.asdict`` (a checkpoint's plain JSON types)."""
         ints, flags = (int(v["length"]), int(v["left"])), (bool(v["back"]), bool(v["whole"]))
-        return cls(*ints, *flags, float(v["without_ms"]))
+        without = None if v["without_ms"] is None else float(v["without_ms"])
+        return cls(*ints, *flags, without)

@@ -471,8 +471,9 @@ class RankEngine(EngineState):
         sync, t = self.spec.sync, self.tally
         if not sync:
             benched = self.elche.benched
-            ms = {k: [1000.0 * r[k] for r in t.ranks] for k in ("wall", "compute")}
-            self.elche.judge_epoch(ms["wall"], [int(r["batches"]) for r in t.ranks], ms["compute"])
+            ms = {k: [1000.0 * r[k] for r in t.ranks] for k in ("wall", "compute", "idle")}
+            batches = [int(r["batches"]) for r in t.ranks]
+            self.elche.judge_epoch(ms["wall"], batches, ms["compute"], ms["idle"])
             for r in set(self.elche.benched) - set(benched):
                 self.rounds.tell_benched(r)
         m = combine_ranks(
