@@ -199,6 +199,40 @@ def test_a_benched_rank_leaves_no_batch_unrun(
     assert tl is not None and any(e.kind == "benched" for e in tl.events)
 
 
+def test_a_rank_slower_than_a_short_epoch_sits_epochs_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Epochs of 8 batches that a window never fits in (every window is cut: the round rule
+    never judges), beside a rank whose one batch (slowed 40x, 20 ms or more) outlasts the fast
+    rank's whole epoch: the fast one waits longer than the slow one saves it, so the epoch rule
+    benches the slow one; it sits epochs out (it runs none of their batches) and is tried again.
+    Every sample still runs once per epoch."""
+    fx = _fixtures()
+    x, y = fx.make_data(256, seed=5)
+    monkeypatch.setenv("FLODL_TEST_IDS_DIR", str(tmp_path))
+    handle = (
+        Trainer.builder(fx.make_model, fx.make_sgd, fx.quick_id_step)
+        .dataset((x, y, torch.arange(x.shape[0])))
+        .batch_size(16)
+        .num_epochs(10)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+        .slowdown({1: 40.0})
+        .timeline(True)
+        .run()
+    )
+    handle.join(timeout=TIMEOUT_S)
+    ids = [int(i) for f in tmp_path.glob("ids-*.txt") for i in f.read_text().split()]
+    counts = torch.bincount(torch.tensor(ids), minlength=256)
+    assert bool((counts == 10).all()), f"ids run {sorted(set(counts.tolist()))} times"
+    shares = [m.per_rank_batch_share[1] for m in handle.history]
+    tl = handle.timeline()
+    assert tl is not None
+    kinds = [e.kind for e in tl.events]
+    assert "benched" in kinds and "reprobe" in kinds, (kinds, shares)
+    assert 0.0 in shares[5:], shares  # whole epochs sat out once Stable
+
+
 def test_comm_bytes_count_each_averaging(cadence_run: dict[str, Any]) -> None:
     """Each averaging round hands the flat float32 parameters to all-reduce once: 97 floats for
     the 4-16-1 MLP (no buffers), on every rank."""
