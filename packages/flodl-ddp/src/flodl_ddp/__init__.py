@@ -3,14 +3,9 @@
 Devices of different speeds train one model together: ElChe sets how many batches each rank runs
 between averagings (the slowest anchors the cadence), parameters are averaged weighted by batch
 counts, convergence guards hold the cadence back when replicas drift apart, and outer optimizers
-(SlowMo, DiLoCo) turn each averaging into a step. The bypass tier, over your own process group::
-
-    from flodl_ddp import all_reduce_gradients, sync_params
-
-    sync_params(model)
-    ...
-    loss.backward()
-    all_reduce_gradients(model)
+(SlowMo, DiLoCo) turn each averaging into a step. Entry points: :meth:`Trainer.builder` (managed),
+:meth:`Trainer.setup` (cooperative) and, over your own process group, the bypass functions
+(:func:`sync_params`, :func:`all_reduce_gradients`, ...).
 """
 
 from flodl_core import check_siblings

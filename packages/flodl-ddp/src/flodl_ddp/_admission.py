@@ -1,11 +1,11 @@
 """Admission: every rank proves it holds the run's token before any weight or gradient moves.
 
 ``fdl @cluster`` hands each run's fresh token to the workers on stdin; ranks read it from
-``FLODL_CLUSTER_TOKEN``. Over the rendezvous store: rank 0 puts a random ``nonce``; each other
-rank ``r`` puts a random ``salt_r`` and ``HMAC-SHA256(token, "worker|nonce|r|world|salt_r")``;
-rank 0 checks each (constant-time) and answers ``ok`` plus its own proof (``"controller|..."``,
-so a worker knows it joined the right run) or ``refused``. A refused rank raises, and so does
-rank 0 when it refused anyone: no training starts. Only nonces and HMACs travel, never the token.
+``FLODL_CLUSTER_TOKEN``. Over the rendezvous store: rank 0 puts a random ``nonce``; each other rank
+``r`` puts a random ``salt_r`` and ``HMAC-SHA256(token, "worker|nonce|r|world|salt_r")``; rank 0
+checks each (constant-time) and answers ``ok`` plus its own proof (``"controller|..."``, so a worker
+knows it joined the right run) or ``refused``. A refused rank raises, and so does rank 0 when it
+refused anyone: no training starts. Only nonces and HMACs travel, never the token.
 """
 
 from __future__ import annotations
@@ -64,11 +64,9 @@ def admit(
     timeout_s: float = 60.0,
     round_id: int | None = None,
 ) -> None:
-    """Run the admission handshake (module docstring) over ``store`` for ``rank``.
-
-    Raises :class:`DdpError` on a rank whose token does not match (worker side), on rank 0 when
-    it refused anyone, or when a peer does not answer within ``timeout_s``.
-    """
+    """Run the admission handshake (module docstring) over ``store`` for ``rank``: a
+    :class:`DdpError` on a rank whose token does not match (worker side), on rank 0 when it
+    refused anyone, or when a peer does not answer within ``timeout_s``."""
     if world_size <= 1:
         return
     base = f"{PREFIX}/{next(_RUNS) if round_id is None else round_id}"
@@ -103,8 +101,7 @@ def _verify(store: Any, base: str, world: int, token: str, host: str, timeout_s:
 
 
 def _prove(store: Any, base: str, rank: int, world: int, token: str, host: str, t: float) -> None:
-    """A worker's side: prove the token, then check rank 0's proof in its verdict (``t``: the
-    timeout in seconds)."""
+    """A worker's side: prove the token, check rank 0's proof in its verdict (``t``: timeout)."""
     nonce = _get(store, f"{base}/nonce", t, rank, host, "rank 0's nonce")
     salt = secrets.token_hex(16)
     proof = _mac(token, "worker", nonce, rank, world, salt)

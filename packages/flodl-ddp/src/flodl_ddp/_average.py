@@ -41,15 +41,10 @@ def _to_cpu(tensors: list[Tensor]) -> list[Tensor]:
 
 
 class Averager:
-    """Averages ``model``'s parameters and buffers with the other ranks (module doc).
-
-    Args:
-        model: this rank's replica.
-        on_host: keep the flat buffers in host memory (the ``cpu`` backend) rather than on the
-            parameters' device.
-        easgd_alpha: blend factor in (0, 1], ``None`` for a full overwrite.
-        outer: an outer optimizer (``None`` or ``OuterAvg``: plain averaging).
-    """
+    """Averages ``model``'s parameters and buffers with the other ranks (module doc). ``on_host``:
+    keep the flat buffers in host memory (the ``cpu`` backend), not on the parameters' device;
+    ``easgd_alpha``: blend factor in (0, 1], ``None`` for a full overwrite; ``outer``: an outer
+    optimizer (``None`` or ``OuterAvg``: plain averaging)."""
 
     def __init__(
         self,
@@ -68,9 +63,8 @@ class Averager:
         self.rounds = self.bytes_sent = 0  # bytes: to all-reduce or this rank's shared slot
         self._n_params = sum(p.numel() for p in self.params)
         device = "cpu" if on_host or not self.params else self.params[0].device
-        dtype = functools.reduce(
-            torch.promote_types, [p.dtype for p in self.params] or [torch.float32]
-        )
+        dtypes = [p.dtype for p in self.params] or [torch.float32]
+        dtype = functools.reduce(torch.promote_types, dtypes)
         # [θ (all parameters) | float buffers], in the parameters' promoted dtype
         n = self._n_params + sum(b.numel() for b in self.float_buffers)
         self.flat = torch.empty(n, dtype=dtype, device=device)
@@ -142,8 +136,7 @@ class Averager:
         return self._write_back(views[: len(self.params)])
 
     def _write_back(self, avg: list[Tensor]) -> float:
-        """The consensus through the outer optimizer and EASGD into the replica; returns the
-        divergence."""
+        """Consensus → outer optimizer → EASGD → replica; returns the divergence."""
         new = avg
         if self.outer is not None:
             assert self.global_params is not None

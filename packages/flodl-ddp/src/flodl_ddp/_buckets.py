@@ -1,9 +1,9 @@
 """Collectives over many tensors at once: flatten into buckets, one collective per bucket.
 
-Consecutive tensors of one device and dtype go into ~25 MB buckets (as
-``DistributedDataParallel``), so a collective's fixed latency (2-6 ms on gloo) is paid per bucket,
-not per tensor. ``wire_dtype=torch.bfloat16`` halves the bytes of float tensors on the wire (the
-sum is then accumulated in bfloat16); integer tensors are never cast.
+Consecutive tensors of one device and dtype go into ~25 MB buckets (as ``DistributedDataParallel``),
+so a collective's fixed latency (2-6 ms on gloo) is paid per bucket, not per tensor.
+``wire_dtype=torch.bfloat16`` halves the bytes of float tensors on the wire (the sum is then
+accumulated in bfloat16); integer tensors are never cast.
 """
 
 from __future__ import annotations
@@ -33,11 +33,9 @@ def plan_buckets(
     wire_dtype: torch.dtype | None = None,
 ) -> list[list[int]]:
     """Group tensor indices into buckets: consecutive runs of one device and dtype, each at most
-    ``bucket_bytes`` on the wire (a larger tensor gets a bucket of its own).
-
-    The grouping depends only on the tensors' order, shapes, dtypes and devices, so replicas of
-    one model on every rank make the same buckets and their collectives pair up.
-    """
+    ``bucket_bytes`` on the wire (a larger tensor gets a bucket of its own). The grouping depends
+    only on the tensors' order, shapes, dtypes and devices, so replicas of one model on every rank
+    make the same buckets and their collectives pair up."""
     check_int(bucket_bytes, "bucket_bytes", ge=1)
     buckets: list[list[int]] = []
     key: tuple[torch.device, torch.dtype] | None = None
@@ -79,20 +77,17 @@ def all_reduce_buckets(
     group: dist.ProcessGroup | None = None,
     bucket_bytes: int = DEFAULT_BUCKET_BYTES,
 ) -> None:
-    """All-reduce every tensor in place, one collective per bucket.
+    """All-reduce every tensor in place, one collective per bucket (a :class:`DdpError` when no
+    process group is initialised).
 
     Args:
-        tensors: the tensors to reduce (any shapes; same list layout on every rank). Each is
-            overwritten with the reduced value.
+        tensors: any shapes, the same list layout on every rank; each is overwritten.
         op: a ``torch.distributed.ReduceOp`` (``SUM``, ``MAX``, ...) or ``"avg"``: the mean
             over ranks (a sum divided by the world size: gloo has no ``AVG``).
         prescale: multiply each rank's values by this before the collective (e.g. a weight
             ``count/total`` for a weighted sum); applied before the cast to ``wire_dtype``.
         wire_dtype: e.g. ``torch.bfloat16`` to halve the bytes of float32 tensors.
-        group: the process group (default: the world).
-        bucket_bytes: bucket capacity on the wire.
-
-    A :class:`DdpError` when no process group is initialised.
+        group, bucket_bytes: the process group (default: the world); bucket capacity on the wire.
     """
     world = _world(group)
     average = isinstance(op, str)
@@ -121,10 +116,8 @@ def broadcast_buckets(
     group: dist.ProcessGroup | None = None,
     bucket_bytes: int = DEFAULT_BUCKET_BYTES,
 ) -> None:
-    """Overwrite every tensor in place with rank ``src``'s value, one broadcast per bucket.
-
-    Always exact (no wire dtype): it is how replicas start from identical weights.
-    """
+    """Overwrite every tensor in place with rank ``src``'s value, one broadcast per bucket;
+    always exact (no wire dtype): it is how replicas start from identical weights."""
     _world(group)
     for idx in plan_buckets(tensors, bucket_bytes):
         members = [tensors[i] for i in idx]

@@ -23,6 +23,7 @@ import zlib
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.distributed import ProcessGroup
 
 from flodl_core import check_finite
 
@@ -40,23 +41,20 @@ def _grads(model: nn.Module) -> list[Tensor]:
     return [p.grad for p in params]
 
 
-def sync_params(model: nn.Module, *, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
+def sync_params(model: nn.Module, *, src: int = 0, group: ProcessGroup | None = None) -> None:
     """Broadcast parameters and buffers from rank ``src`` so every replica is identical."""
     broadcast_buckets([p.data for p in model.parameters()], src=src, group=group)
     sync_buffers(model, src=src, group=group)
 
 
-def sync_buffers(model: nn.Module, *, src: int = 0, group: dist.ProcessGroup | None = None) -> None:
+def sync_buffers(model: nn.Module, *, src: int = 0, group: ProcessGroup | None = None) -> None:
     """Broadcast buffers (BatchNorm running statistics ...) from rank ``src``; not averaged."""
     if buffers := list(model.buffers()):
         broadcast_buckets(buffers, src=src, group=group)
 
 
 def all_reduce_gradients(
-    model: nn.Module,
-    *,
-    wire_dtype: torch.dtype | None = None,
-    group: dist.ProcessGroup | None = None,
+    model: nn.Module, *, wire_dtype: torch.dtype | None = None, group: ProcessGroup | None = None
 ) -> None:
     """Replace every gradient with its mean over the ranks: ``g = (1/W) Σ_r g_r``."""
     all_reduce_buckets(_grads(model), op="avg", wire_dtype=wire_dtype, group=group)
@@ -67,7 +65,7 @@ def weighted_all_reduce_gradients(
     count: int | float,
     *,
     wire_dtype: torch.dtype | None = None,
-    group: dist.ProcessGroup | None = None,
+    group: ProcessGroup | None = None,
 ) -> None:
     """Replace every gradient with the count-weighted sum ``g = Σ_r (count_r / Σ count) · g_r``:
     the mean over every batch of every rank when each rank's gradient is the mean over its own.
@@ -93,25 +91,12 @@ def weighted_all_reduce_gradients(
     all_reduce_buckets(grads, prescale=count / total, wire_dtype=wire_dtype, group=group)
 
 
-def _tensors(model: nn.Module) -> list[tuple[str, Tensor]]:
-    """Every parameter, then every buffer, by name (the collectives' order)."""
-    return [*model.named_parameters(), *model.named_buffers()]
-
-
-def _layout(model: nn.Module) -> tuple[int, int, int]:
-    """``(tensor count, parameter elements, CRC32 of every name, shape and dtype)``."""
-    tensors = _tensors(model)
-    shapes = ";".join(f"{n}:{tuple(t.shape)}:{t.dtype}" for n, t in tensors).encode()
-    return len(tensors), sum(t.numel() for t in model.parameters()), zlib.crc32(shapes)
-
-
 def _crc(t: Tensor) -> int:
-    """CRC32 of a tensor's raw bytes."""
     flat = t.detach().contiguous().reshape(-1).cpu()
     return zlib.crc32(flat.view(torch.uint8).numpy()) if flat.numel() else 0
 
 
-def _gather(values: list[int], group: dist.ProcessGroup | None) -> list[list[int]]:
+def _gather(values: list[int], group: ProcessGroup | None) -> list[list[int]]:
     """Every rank's ``values`` (the same length on every rank), in rank order."""
     mine = torch.tensor(values, dtype=torch.int64)
     mine = mine.cuda() if dist.get_backend(group) == "nccl" else mine
@@ -121,27 +106,27 @@ def _gather(values: list[int], group: dist.ProcessGroup | None) -> list[list[int
 
 
 def verify_replicas(
-    model: nn.Module, *, values: bool = True, group: dist.ProcessGroup | None = None
+    model: nn.Module, *, values: bool = True, group: ProcessGroup | None = None
 ) -> None:
     """Check that every rank holds the same replica: the same architecture (parameter and
     buffer names, shapes, dtypes) and, with ``values``, the same values bit for bit (CRC32 of
-    each tensor's bytes). ``values=False`` checks the architecture alone (before
-    :func:`sync_params`, when each rank drew its own initial weights).
-
-    Call it before the first bucketed collective (mismatched buckets would pair up or hang) and
-    after :func:`sync_params` (replicas that start apart never meet again). A collective: every
-    rank of ``group`` calls it (a second all-gather only when values differ, to name the tensor).
+    each tensor's bytes; ``values=False`` before :func:`sync_params`). Call it before the first
+    bucketed collective (mismatched buckets would pair up or hang) and after :func:`sync_params`
+    (replicas that start apart never meet again). A collective of every rank of ``group``.
 
     Raises:
         DdpError: naming the first rank whose replica differs from rank 0's, and whether its
-            architecture or (same architecture) its values differ, with the first tensor.
+            architecture or its values differ (with the first tensor).
     """
     if not dist.is_available() or not dist.is_initialized():
         raise DdpError("no torch.distributed process group is initialised")
-    tensors = _tensors(model)
+    tensors = [*model.named_parameters(), *model.named_buffers()]  # the collectives' order
+    shapes = zlib.crc32(";".join(f"{n}:{tuple(t.shape)}:{t.dtype}" for n, t in tensors).encode())
     crcs = [_crc(t) for _, t in tensors] if values else []
     total = zlib.crc32(b"".join(c.to_bytes(4, "little") for c in crcs))
-    gathered = _gather([*_layout(model), total], group)
+    # tensor count, parameter elements, CRC32 of the names, shapes and dtypes; of the values
+    layout = [len(tensors), sum(t.numel() for t in model.parameters()), shapes]
+    gathered = _gather([*layout, total], group)
     ref = gathered[0]
     for r, got in enumerate(gathered):
         if got[:3] != ref[:3]:

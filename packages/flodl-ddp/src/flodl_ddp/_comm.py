@@ -55,10 +55,9 @@ class Comm:
 
 
 class StoreComm(Comm):
-    """Exchanges and counters through a ``torch.distributed`` store (already prefixed).
-
-    A rank deletes its key of exchange ``n - 2`` when it completes exchange ``n``: every rank has
-    read it by then (a rank writes key ``n - 1`` only after reading all of ``n - 2``)."""
+    """Exchanges and counters through a ``torch.distributed`` store (already prefixed). A rank
+    deletes its key of exchange ``n - 2`` when it completes exchange ``n``: every rank has read it
+    by then (a rank writes key ``n - 1`` only after reading all of ``n - 2``)."""
 
     def __init__(self, store: Any, rank: int, world_size: int, timeout_s: float = 300.0) -> None:
         super().__init__(rank, world_size)

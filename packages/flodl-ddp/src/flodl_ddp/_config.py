@@ -52,15 +52,11 @@ class _RunOptions:
 
 @dataclass
 class TrainerConfig(_RunOptions):
-    """Every option of a managed run (:meth:`Trainer.builder`), with its default.
-
-    Required: ``dataset``, ``batch_size``, ``num_epochs``; the model factory, optimizer factory
-    and train step are given to :meth:`Trainer.builder`.
-
-    Each field is documented on the :class:`~flodl_ddp.TrainerBuilder` method of the same name
+    """Every option of a managed run (:meth:`Trainer.builder`, which takes the factories and the
+    train step), with its default; required: ``dataset``, ``batch_size``, ``num_epochs``. Each
+    field is documented on the :class:`~flodl_ddp.TrainerBuilder` method of the same name
     (``timeout_s``: ``timeout``; ``checkpoint_path``: ``checkpoint_every``'s ``path``), which
-    sets it through the same rule.
-    """
+    sets it through the same rule."""
 
     devices: Sequence[Any] | None = None
     eval_fn: Factory | None = None

@@ -10,6 +10,7 @@ yours (ARCHITECTURE-NOTES.md, ``_elastic``).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -34,10 +35,9 @@ class ElasticOptions:
         heartbeat_timeout: seconds without a heartbeat before the lighthouse drops a rank.
         hang_timeout: seconds a rank may spend in a training step without finishing a batch
             before the watchdog kills it (a rank hung in Python still heartbeats).
-        max_restarts: dead ranks the launcher restarts by itself, in all (0: none; restart one
-            yourself with ``handle.restart_rank(r)``).
-        trusted_interface: a network interface (``"eth1"``) whose address every server binds;
-            required for any non-loopback setup.
+        max_restarts: how many dead ranks the launcher restarts (0: none; see ``restart_rank``).
+        trusted_interface: an interface (``"eth1"``) whose address every server binds (needed
+            for any non-loopback setup).
         host: the address to bind when no interface is named (loopback only without one).
     """
 
@@ -98,18 +98,16 @@ def require_torchft() -> Any:
 
 def is_loopback(host: str) -> bool:
     """``127.0.0.0/8``, ``::1`` and ``localhost`` are loopback; anything else is not."""
-    try:
+    with contextlib.suppress(ValueError):
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return False
 
 
 def interface_names() -> list[str]:
     """The machine's network interfaces (``lo``, ``eth0``, ...)."""
-    try:
+    with contextlib.suppress(OSError):
         return [name for _, name in socket.if_nameindex()]
-    except OSError:
-        return []
+    return []
 
 
 def ipv4_address(name: str) -> str:

@@ -33,8 +33,7 @@ class ElasticHandle(DdpHandle):
     :attr:`fingerprints` (each finishing rank's ``[Σθ, Σ|θ|, Σθ²]``)."""
 
     def restart_rank(self, rank: int) -> None:
-        """Start rank ``rank`` again (it must be dead); it heals from a living peer and joins
-        at the next averaging boundary."""
+        """Restart dead rank ``rank``: it heals from a living peer and joins at the next round."""
         self._supervisor.restart(rank)
 
     def rank_phase(self, rank: int) -> int:
@@ -92,15 +91,8 @@ class ElasticPolicy:
 
 
 # Options the elastic engine does not implement, with the value that means "not asked for".
-_UNSUPPORTED = {
-    "bf16_wire": False,
-    "max_batch_diff": None,
-    "max_overshoot": None,
-    "easgd_alpha": None,
-    "timeline": False,
-    "checkpoint_every": None,
-    "resume": None,
-}
+_UNSUPPORTED = dict(bf16_wire=False, max_batch_diff=None, max_overshoot=None, easgd_alpha=None)
+_UNSUPPORTED |= dict(timeline=False, checkpoint_every=None, resume=None)
 
 
 def check_elastic_run(payload: RankPayload) -> ElasticOptions:
@@ -142,15 +134,13 @@ def _lighthouse(opts: ElasticOptions, exposure: Exposure, timeout: float) -> tup
         join_timeout_ms=int(1000 * max(float(timeout), opts.hang_timeout)),
         heartbeat_timeout_ms=int(1000 * opts.heartbeat_timeout),
     )
-    port = int(str(lighthouse.address()).rstrip("/").rsplit(":", 1)[-1])
-    (logger.warning if exposure.trusted else logger.info)(
+    port, host = int(str(lighthouse.address()).rstrip("/").rsplit(":", 1)[-1]), exposure.host
+    note = (
         "elastic: torchft lighthouse on %s:%d; rank managers, heal servers and gloo bind %s; heal "
         "transfers are flodl state files (no pickle) behind a per-run token; the quorum RPCs "
-        "are unauthenticated: trusted networks only",
-        exposure.host,
-        port,
-        exposure.host,
+        "are unauthenticated: trusted networks only"
     )
+    (logger.warning if exposure.trusted else logger.info)(note, host, port, host)
     return lighthouse, port
 
 
@@ -161,10 +151,8 @@ def launch_elastic(payload: RankPayload, watchers: dict[str, Any]) -> ElasticHan
     world, timeout = len(payload.devices), payload.spec.timeout_s
     lighthouse, port = _lighthouse(opts, exposure, timeout)
     ready = mp.get_context("spawn").Array("b", world, lock=False)
-    lighthouse_url, token = f"http://{exposure.host}:{port}", secrets.token_hex(16)
-    el = ElasticLink(
-        exposure.host, exposure.gloo_ifname, lighthouse_url, token, opts.min_ranks, ready
-    )
+    url, token = f"http://{exposure.host}:{port}", secrets.token_hex(16)
+    el = ElasticLink(exposure.host, exposure.gloo_ifname, url, token, opts.min_ranks, ready)
     handle = ElasticHandle(world, payload.devices, **watchers)
     # A stopped rank, or one computing without a batch, is dead after hang_timeout; one
     # waiting without a change past the run's timeout too (torchft bounds those waits).

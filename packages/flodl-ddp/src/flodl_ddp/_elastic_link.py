@@ -44,8 +44,7 @@ def elastic_rank_process(rank: int, generation: int, payload: RankPayload, link:
     """Entry point of a spawned elastic rank (generation 0: started with the run; later: a
     restart, which heals from a living peer at its first window)."""
     os.environ.setdefault("RUST_LOG", "error")  # torchft logs each quorum at INFO otherwise
-    # A peer's death is expected here: torchft reports each one as an ERROR with a traceback;
-    # the supervisor logs deaths itself.
+    # torchft logs each (expected) peer death as an ERROR; the supervisor logs deaths itself
     for name in ("torchft", "torchft_quorums", "torchft_commits", "torchft_errors"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     run_process(rank, generation, payload, link, lambda d, b: _run(generation, payload, link, d, b))

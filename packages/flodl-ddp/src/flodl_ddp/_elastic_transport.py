@@ -2,12 +2,12 @@
 
 :class:`StateTransport` is a drop-in torchft ``CheckpointTransport`` (torchft's own serves
 ``torch.save`` output on every interface and unpickles what it fetches). The sender snapshots the
-state as a flodl state file when torchft asks it to send; an HTTP server bound to one address
-serves it at ``/state/<step>`` only to requests signed with the run's token (HMAC-SHA256 of the
-step and a fresh nonce, :func:`request_signature`, checked with :func:`hmac.compare_digest`; a
-seen nonce is refused). The receiver streams the answer to a temporary file capped at
-``max_bytes`` (before reading, by ``Content-Length``, or as soon as the body passes it), then
-checks it while reading it back; nothing in it can execute code.
+state as a flodl state file when torchft asks it to send; an HTTP server bound to one address serves
+it at ``/state/<step>`` only to requests signed with the run's token (HMAC-SHA256 of the step and a
+fresh nonce, :func:`request_signature`, checked with :func:`hmac.compare_digest`; a seen nonce is
+refused). The receiver streams the answer to a temporary file capped at ``max_bytes`` (before
+reading, by ``Content-Length``, or as soon as the body passes it), then checks it while reading it
+back; nothing in it can execute code.
 """
 
 from __future__ import annotations
@@ -58,8 +58,7 @@ def decode_state(blob: bytes) -> Any:
 
 
 def request_signature(token: str, step: int, nonce: str) -> str:
-    """The signature of a request for the state of ``step``: hex HMAC-SHA256, keyed by the run's
-    ``token``, of ``state/<step>/<nonce>``."""
+    """A request's signature: hex HMAC-SHA256 of ``state/<step>/<nonce>``, keyed by ``token``."""
     msg = f"state/{int(step)}/{nonce}".encode()
     return hmac.new(token.encode(), msg, hashlib.sha256).hexdigest()
 
@@ -83,16 +82,11 @@ def _tensor_bytes(obj: Any) -> int:
 
 class StateTransport:
     """A torchft ``CheckpointTransport`` (``metadata``, ``send_checkpoint``,
-    ``disallow_checkpoint``, ``recv_checkpoint``, ``shutdown``) over signed HTTP.
-
-    Args:
-        host: the address to bind and advertise (``127.0.0.1`` or a trusted interface's).
-        token: the run's secret; it keys the requests' signatures, and requests without a
-            valid signature get 403.
-        timeout: default network timeout.
-        max_bytes: the most bytes a received state may have (or a function giving it at each
-            receive, e.g. ``lambda: size_bound(engine.state_dict())``).
-    """
+    ``disallow_checkpoint``, ``recv_checkpoint``, ``shutdown``) over signed HTTP, bound to and
+    advertising ``host`` (``127.0.0.1`` or a trusted interface's). ``token``: the run's secret,
+    which keys the signatures (a request without a valid one gets 403); ``timeout``: the default
+    network timeout; ``max_bytes``: the most bytes a received state may have (or a function giving
+    it at each receive, e.g. ``lambda: size_bound(engine.state_dict())``)."""
 
     def __init__(
         self,

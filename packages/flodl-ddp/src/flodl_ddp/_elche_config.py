@@ -12,10 +12,9 @@ from ._options import check_option
 
 
 class ElCheConfig:
-    """A mode plus ElChe's options (anchor tuning, partition ratios, convergence guard, EASGD,
-    meta-controller, wire). Start from a preset: :meth:`default` (= :meth:`nccl_cadence`),
-    :meth:`nccl_sync`, :meth:`nccl_cadence`, :meth:`nccl_async`, :meth:`cpu_sync`,
-    :meth:`cpu_cadence`, :meth:`cpu_async`."""
+    """A mode plus ElChe's options (anchor tuning, partition ratios, guard, EASGD, meta-controller,
+    wire), from a preset: :meth:`default` (= :meth:`nccl_cadence`), :meth:`nccl_sync`,
+    :meth:`nccl_async`, :meth:`cpu_sync`, :meth:`cpu_cadence`, :meth:`cpu_async`."""
 
     def __init__(self, mode: str = "nccl-cadence", **options: Any) -> None:
         options = {"mode": mode, **options}
@@ -62,8 +61,6 @@ class ElCheConfig:
     def cpu_async(cls) -> ElCheConfig:
         """Fast ranks keep training until every rank is ready; CPU-mediated averaging."""
         return cls("cpu-async")
-
-    # Knobs: each checked by the builder setter of the same name.
 
     def anchor(self, n: int) -> ElCheConfig:
         return self._with("anchor", n)

@@ -19,8 +19,7 @@ class DdpError(FlodlError, RuntimeError):
         message: what went wrong and what to do about it.
         rank: the global rank at fault, when one is known.
         host: the host name of that rank, when known.
-        remote_traceback: the traceback text captured in the failing process, when the
-            failure crossed a process boundary; appended to ``str(error)``.
+        remote_traceback: the failing process's traceback text; appended to ``str(error)``.
     """
 
     def __init__(
@@ -43,8 +42,7 @@ class DdpError(FlodlError, RuntimeError):
         return text
 
     def __reduce__(self) -> tuple[object, ...]:
-        # A rank reports its failure to the parent pickled, and the default pickling of an
-        # exception would lose the keyword-only fields.
+        # a rank's failure reaches the parent pickled; the default would lose the keyword fields
         more = {"rank": self.rank, "host": self.host, "remote_traceback": self.remote_traceback}
         return (functools.partial(type(self), **more), (self.message,))
 

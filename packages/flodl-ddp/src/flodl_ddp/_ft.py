@@ -56,9 +56,8 @@ class FtComm(Comm):
             return [b""] * self.world_size
         rows = torch.zeros(self.world_size, width, dtype=torch.uint8)
         if payload:
-            rows[self.rank, : len(payload)] = torch.frombuffer(
-                bytearray(payload), dtype=torch.uint8
-            )
+            mine = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+            rows[self.rank, : len(payload)] = mine
         _all_reduce(self.manager, rows, self.rank, what)
         return [bytes(rows[r, : int(lengths[r])].tolist()) for r in range(self.world_size)]
 
@@ -80,8 +79,7 @@ class FtReducer(InPlace):
 
 
 class TorchftQuorum:
-    """Membership from torchft's quorum: one small exchange after ``start_quorum`` tells every
-    member who the members are."""
+    """Membership from torchft's quorum: an exchange after ``start_quorum`` names the members."""
 
     elastic = True
 
@@ -89,8 +87,7 @@ class TorchftQuorum:
         self.manager, self.comm = manager, comm
 
     def agree(self, model: nn.Module, comm: Comm, device: torch.device, backend: Backend) -> None:
-        """Nothing to do: the first quorum (``init_sync``) gives every replica the first one's
-        weights."""
+        """Nothing to do: the first quorum (``init_sync``) gives everyone the first's weights."""
 
     def begin(self) -> tuple[int, ...]:
         self.manager.start_quorum()
@@ -140,9 +137,7 @@ def connect(
         load_state_dict=state[1],
         min_replica_size=el.min_ranks,
         use_async_quorum=False,
-        timeout=timeout,
-        quorum_timeout=timeout,
-        connect_timeout=timeout,
+        **dict.fromkeys(("timeout", "quorum_timeout", "connect_timeout"), timeout),
         rank=0,
         world_size=1,
         store_addr=host,

@@ -34,9 +34,8 @@ class ActionKind(enum.Enum):
 
 @dataclass(frozen=True)
 class ConvergenceAction:
-    """A guard's verdict (``factor`` for ``NUDGE_DOWN`` only): use the constants
-    ``ConvergenceAction.STABLE``, ``ConvergenceAction.SUPPRESS_GROWTH`` and
-    ``ConvergenceAction.nudge_down(factor)``."""
+    """A guard's verdict (``factor`` for ``NUDGE_DOWN`` only): ``ConvergenceAction.STABLE``,
+    ``ConvergenceAction.SUPPRESS_GROWTH`` or ``ConvergenceAction.nudge_down(factor)``."""
 
     kind: ActionKind
     factor: float | None = None
@@ -54,9 +53,8 @@ class ConvergenceAction:
         return self.kind is ActionKind.STABLE
 
     def __str__(self) -> str:
-        return (
-            f"NUDGE_DOWN({self.factor:g})" if self.kind is ActionKind.NUDGE_DOWN else self.kind.name
-        )
+        nudge = self.kind is ActionKind.NUDGE_DOWN
+        return f"NUDGE_DOWN({self.factor:g})" if nudge else self.kind.name
 
 
 ConvergenceAction.STABLE = ConvergenceAction(ActionKind.STABLE)
@@ -92,7 +90,6 @@ class ConvergenceGuard(Protocol):
     def report(self, report: DivergenceReport, k_used: int, k_max: int) -> ConvergenceAction:
         """The verdict for this averaging. ``k_used``: steps the slowest rank ran since the last
         averaging; ``k_max``: the most steps any rank ran."""
-        ...
 
     def telemetry(self) -> dict[str, float]:
         """Numbers worth plotting (timeline, monitor)."""
@@ -176,12 +173,8 @@ class MsfGuard(ConvergenceGuard):
 
     Args:
         alpha: EMA decay, in (0, 1).
-        suppress_threshold: the soft rule's threshold on ``λ_ema`` (default 1e-3).
-        suppress_streak: consecutive estimates above it before the soft rule fires (default 3).
-        nudge_threshold: the hard rule's threshold on ``λ_ema`` (default 1e-2).
-        nudge_streak: consecutive estimates above it before the hard rule fires (default 3).
-        nudge_factor: the factor ``NUDGE_DOWN`` carries (default 0.5).
-        nudge: ``False`` disables the hard rule.
+        suppress_threshold, suppress_streak: the soft rule's threshold and streak (above).
+        nudge_threshold, nudge_streak, nudge_factor: the hard rule's (``nudge=False``: none).
         floor: divergences at or below it count as zero.
     """
 

@@ -1,6 +1,6 @@
 """The launching process's view of a run: :class:`DdpHandle` and its result, :class:`TrainedState`.
 
-One background thread feeds the handle (and calls ``metrics_fn`` and the monitor as each epoch
+One background thread feeds the handle (calling ``metrics_fn`` and the monitor as each epoch
 arrives); the user reads it from theirs.
 """
 
@@ -58,10 +58,7 @@ class DdpHandle:
     """A run in progress (returned by ``Trainer.builder(...).run()``): its epochs
     (:meth:`next_metrics`, :meth:`poll_metrics`), its end (:meth:`join`: the trained state, or a
     :class:`DdpError` naming the failed rank, its host and traceback), :meth:`timeline`.
-
-    ``record_log`` (a folder: the record tree as JSONL as it grows) and ``save_dashboard`` (a
-    file: the offline dashboard at the end) go through ``monitor``, or a silent one.
-    """
+    ``record_log`` and ``save_dashboard`` go through ``monitor``, or a silent one."""
 
     def __init__(
         self,
@@ -85,8 +82,7 @@ class DdpHandle:
         self._supervisor: Any = None
         self._keep: Any = None  # what must live as long as a spawned run (its store)
         self.events: list[dict[str, Any]] = []
-        """Elastic runs: what happened to the ranks, in order (``died``, ``restarted``,
-        ``watchdog``, ``healed``, ``rollback``)."""
+        """Elastic runs: what happened to the ranks, in order (see :class:`ElasticHandle`)."""
         self.fingerprints: dict[int, list[float]] = {}
         self.reports: list[Progress] = []
         """Progress reports within epochs, in order (``reports_per_epoch``)."""

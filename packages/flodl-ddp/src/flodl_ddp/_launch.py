@@ -48,12 +48,12 @@ from ._worker import (
 
 logger = logging.getLogger("flodl.ddp")
 _RUNS = itertools.count()
+_WATCHERS = ("metrics_fn", "monitor", "record_log", "save_dashboard")  # the handle's options
 
 
 def default_devices() -> list[str]:
     """Every GPU :func:`flodl_core.detect_gpus` sees (without initialising CUDA), else one CPU."""
-    gpus = detect_gpus()
-    return [f"cuda:{i}" for i in range(len(gpus))] if gpus else ["cpu"]
+    return [f"cuda:{i}" for i in range(len(detect_gpus()))] or ["cpu"]
 
 
 def check_cuda_devices(devices: list[str]) -> None:
@@ -95,21 +95,16 @@ def check_devices(devices: list[str], mode: Mode) -> None:
             ".threads_per_rank(n) / .bind_cores() to share the cores"
         )
     cuda = [d for d in devices if d.startswith("cuda")]
-    twice = sorted({d for d in cuda if cuda.count(d) > 1})
-    if twice:
-        raise ConfigError(
-            f"devices {devices} name {twice[0]} twice; give each GPU rank its own GPU"
-        )
+    if dup := sorted({d for d in cuda if cuda.count(d) > 1}):
+        raise ConfigError(f"devices {devices} name {dup[0]} twice; give each GPU rank its own GPU")
 
 
 def start_lr(optim_factory: Callable[..., Any], scale: float) -> str:
     """The learning rate the ranks will train with (the factory's on a stand-in parameter,
     times the run's scale), for the start-up line; ``lr x2`` when the factory cannot say."""
     with contextlib.suppress(Exception):
-        opt = optim_factory([torch.nn.Parameter(torch.zeros(1))])
-        return f"lr {opt.param_groups[0]['lr'] * scale:g}" + (
-            f" (x{scale:g}: linear scaling)" if scale != 1.0 else ""
-        )
+        lr = optim_factory([torch.nn.Parameter(torch.zeros(1))]).param_groups[0]["lr"]
+        return f"lr {lr * scale:g}" + (f" (x{scale:g}: linear scaling)" if scale != 1.0 else "")
     return f"lr x{scale:g}"
 
 
@@ -120,12 +115,11 @@ def summary_line(
     slowdown: Mapping[int, float] | None = None,
     lr: str = "",
 ) -> str:
-    """``ddp: 2 ranks (heterogeneous) | NVIDIA A | NVIDIA B | nccl-cadence | lr 0.001``.
-
-    Under torchrun (``world`` given) a process only knows its own node's devices:
-    ``ddp: 4 ranks under torchrun | this node: NVIDIA A | NVIDIA B | nccl-cadence``. A
-    ``slowdown`` (the testing aid) is named, so a log never passes equal devices off as
-    different ones: ``ddp: 2 ranks (homogeneous, rank 1 slowed 2x) | cpu | cpu | cpu-async``."""
+    """``ddp: 2 ranks (heterogeneous) | NVIDIA A | NVIDIA B | nccl-cadence | lr 0.001``; under
+    torchrun (``world`` given) a process knows only its own node's devices:
+    ``ddp: 4 ranks under torchrun | this node: NVIDIA A | NVIDIA B | nccl-cadence``. A ``slowdown``
+    (the testing aid) is named, so a log never passes equal devices off as different ones:
+    ``ddp: 2 ranks (homogeneous, rank 1 slowed 2x) | cpu | cpu | cpu-async``."""
     cuda = any(d.startswith("cuda") for d in devices)
     gpus = {f"cuda:{i}": g for i, g in enumerate(detect_gpus())} if cuda else {}
     names = []
@@ -136,15 +130,13 @@ def summary_line(
     slowed = "".join(
         f", rank {r} slowed {f:g}x" for r, f in sorted((slowdown or {}).items()) if f != 1.0
     )
-    tail = f" | {mode.name}" + (f" | {lr}" if lr else "")
+    listed, tail = " | ".join(names), f" | {mode.name}" + (f" | {lr}" if lr else "")
     if world is not None:
         s = "s" if world != 1 else ""
-        return (
-            f"  ddp: {world} rank{s} under torchrun{slowed} | this node: {' | '.join(names)}{tail}"
-        )
+        return f"  ddp: {world} rank{s} under torchrun{slowed} | this node: {listed}{tail}"
     kind = ("heterogeneous" if len(set(names)) > 1 else "homogeneous") + slowed
     s = "s" if len(devices) != 1 else ""
-    return f"  ddp: {len(devices)} rank{s} ({kind}) | {' | '.join(names)}{tail}"
+    return f"  ddp: {len(devices)} rank{s} ({kind}) | {listed}{tail}"
 
 
 def start(cfg: TrainerConfig, factories: tuple[Callable[..., Any], ...]) -> DdpHandle:
@@ -164,13 +156,10 @@ def start(cfg: TrainerConfig, factories: tuple[Callable[..., Any], ...]) -> DdpH
         check_bindable(here, spec.threads_per_rank)
     if (env is None or env["rank"] == 0) and logging.getLogger("flodl").isEnabledFor(logging.INFO):
         lr = start_lr(factories[1], spec.lr_scale(world))
-        print(
-            summary_line(devices, spec.mode, world if env else None, spec.slowdown, lr), flush=True
-        )
+        line = summary_line(devices, spec.mode, world if env else None, spec.slowdown, lr)
+        print(line, flush=True)
     payload = RankPayload(spec, *factories, devices)
-    watchers = {
-        k: getattr(cfg, k) for k in ("metrics_fn", "monitor", "record_log", "save_dashboard")
-    }
+    watchers = {k: getattr(cfg, k) for k in _WATCHERS}
     if spec.elastic is not None:
         return launch_elastic(payload, watchers)
     if env is None and world > 1:
@@ -182,14 +171,12 @@ def _launch_spawn(payload: RankPayload, watchers: dict[str, Any]) -> DdpHandle:
     spawn_picklable(payload)
     handle = DdpHandle(len(payload.devices), payload.devices, **watchers)
     t = payload.spec.timeout_s
-    # loopback only: the store carries the ranks' control messages
-    store = listen_store("127.0.0.1", 0, timeout_s=t)
+    store = listen_store("127.0.0.1", 0, timeout_s=t)  # loopback: the ranks' control messages
     # A rank stopped for min(10 s, timeout / 2) is dead (its peers would wait for it until the
     # timeout), one that sits in a batch or a wait past the run's timeout too.
     limits = (t, min(10.0, t / 2), t)
-    sup = Supervisor(
-        handle, payload, rank_process, limits, port=store.port, key=secrets.token_hex(16)
-    )
+    key = secrets.token_hex(16)
+    sup = Supervisor(handle, payload, rank_process, limits, port=store.port, key=key)
     handle._attach(sup, keep=store)
     sup.start()
     return handle

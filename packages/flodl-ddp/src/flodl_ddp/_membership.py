@@ -28,15 +28,12 @@ class Membership(Protocol):
 
     def agree(self, model: nn.Module, comm: Comm, device: torch.device, backend: Backend) -> None:
         """Make every replica start from the same weights (a collective, before training)."""
-        ...
 
     def begin(self) -> tuple[int, ...]:
         """The ranks taking part in the next window, in rank order."""
-        ...
 
     def commit(self) -> bool:
         """Whether the window that just ended counts (``False``: roll it back)."""
-        ...
 
 
 class StaticWorld:

@@ -41,8 +41,7 @@ class MetaController:
 
     @property
     def anchor_trend(self) -> float:
-        """``(current − mean(window)) / mean`` over the last 5 anchors, current included; 0 with
-        fewer than two."""
+        """``(current − mean) / mean`` of the last 5 anchors, current included (0 below two)."""
         if len(self._anchors) < 2:
             return 0.0
         mean = sum(self._anchors) / len(self._anchors)

@@ -75,8 +75,7 @@ class RankMetrics:
         sync_ms: time spent averaging.
         idle_ms: time spent waiting for other ranks.
         comm_bytes: bytes it handed to all-reduce (parameters and buffers; sync: gradients).
-        peak_memory_bytes: ``torch.cuda.max_memory_allocated`` since it started (0 on a CPU
-            device and in elastic runs).
+        peak_memory_bytes: ``torch.cuda.max_memory_allocated`` since it started (0: CPU, elastic).
     """
 
     rank: int
@@ -249,6 +248,4 @@ def run_eval(model: Any, eval_fn: Any) -> float | dict[str, float]:
             out = eval_fn(model)
     finally:
         model.train(was)
-    if isinstance(out, dict):
-        return {str(k): float(v) for k, v in out.items()}
-    return float(out)
+    return {str(k): float(v) for k, v in out.items()} if isinstance(out, dict) else float(out)

@@ -3,8 +3,8 @@
 Backends: ``nccl`` averages the device's own tensors (NCCL on CUDA, gloo on CPU tensors); ``cpu``
 averages CPU copies over gloo (across GPU vendors, through tunnels). Policies: ``sync`` averages
 gradients after every batch; ``cadence`` averages parameters when the slowest rank has run its
-``anchor`` batches and the others their proportional counts (ElChe); ``async`` is cadence where
-fast ranks may overshoot their counts until every rank is ready.
+``anchor`` batches and the others their proportional counts (ElChe); ``async`` is cadence where fast
+ranks may overshoot their counts until every rank is ready.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ class Backend(enum.Enum):
 
 @dataclass(frozen=True)
 class Mode:
-    """One of the six modes. ``name`` is derived: ``Mode(Policy.ASYNC, Backend.CPU).name ==
-    "cpu-async"``."""
+    """One of the six modes; ``name`` is derived (``"cpu-async"`` for ``CPU``, ``ASYNC``)."""
 
     policy: Policy
     backend: Backend

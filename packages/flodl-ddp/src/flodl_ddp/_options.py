@@ -45,10 +45,6 @@ def _must(name: str, ok: Callable[[Any], bool], expected: str, got: Rule = repr)
     return rule
 
 
-def _type(v: Any) -> str:
-    return str(type(v))
-
-
 def _bool(name: str) -> Rule:  # a switch given "no" would read as on
     return _must(name, lambda v: isinstance(v, bool), "be True or False")
 
@@ -59,7 +55,7 @@ def _callable(name: str) -> Rule:
 
 def _has(name: str, method: str, what: str) -> Rule:
     has = f"have a {method}() method ({what})"
-    return _must(name, lambda v: callable(getattr(v, method, None)), has, _type)
+    return _must(name, lambda v: callable(getattr(v, method, None)), has, type)
 
 
 def _path(name: str) -> Rule:
@@ -71,7 +67,7 @@ _monitor = _must(
     "monitor",
     lambda v: callable(getattr(v, "log", None)) and hasattr(v, "records"),
     "be a flodl_monitor.Monitor",
-    _type,
+    type,
 )
 _eval_on = _must(
     "eval_on",

@@ -27,11 +27,9 @@ def _cpu(v: Any) -> Any:
 
 
 class OuterOptimizer:
-    """Base class: ``step(global_params, averaged)`` updates ``global_params`` in place.
-
-    Subclasses implement :meth:`_step` with the pseudo-gradients ``Δ_i = global_i − averaged_i``
-    (shapes of the parameters) and keep their state in tensors of the same shapes.
-    """
+    """Base class: ``step(global_params, averaged)`` updates ``global_params`` in place;
+    subclasses implement :meth:`_step` with the pseudo-gradients ``Δ_i = global_i − averaged_i``
+    (shapes of the parameters) and keep their state in tensors of the same shapes."""
 
     def step(self, global_params: Sequence[Tensor], averaged: Sequence[Tensor]) -> None:
         """One outer step. ``global_params``: the weights every replica started the window
@@ -155,14 +153,11 @@ class DiLoCo(_MomentumOuter):
 
 
 class TorchOuter(OuterOptimizer):
-    """Any ``torch.optim`` optimizer as the outer step.
-
-    ``factory(params) -> torch.optim.Optimizer`` is called once, at the first step, with
-    ``nn.Parameter`` copies of the global weights; each step sets their ``.grad`` to Δ, calls
-    ``optimizer.step()`` and copies the result back into the global tensors. For example
-    ``TorchOuter(lambda ps: torch.optim.Adam(ps, lr=1e-3))`` (use a top-level function when the
-    optimizer must be pickled to other processes).
-    """
+    """Any ``torch.optim`` optimizer as the outer step: ``factory(params) -> Optimizer`` is
+    called once, at the first step, with ``nn.Parameter`` copies of the global weights; each step
+    sets their ``.grad`` to Δ, calls ``optimizer.step()`` and copies the result back into the
+    global tensors. E.g. ``TorchOuter(lambda ps: torch.optim.Adam(ps, lr=1e-3))`` (a top-level
+    function when the optimizer must be pickled to other processes)."""
 
     def __init__(self, factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer]) -> None:
         if not callable(factory):

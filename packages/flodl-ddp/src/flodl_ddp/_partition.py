@@ -25,15 +25,9 @@ from flodl_core.data import epoch_permutation
 
 @dataclass(frozen=True)
 class Partition(Sequence[range]):
-    """One epoch's plan: ``plan[r]`` is rank ``r``'s slice of positions in the epoch order.
-
-    Attributes:
-        n_samples: dataset length ``N``.
-        slices: one ``range`` of positions per rank, consecutive, together ``range(N)``.
-        epoch: the epoch the order belongs to.
-        seed: the base seed (epoch ``k`` draws from ``seed + k``).
-        shuffle: ``False`` keeps the identity order ``0..N-1``.
-    """
+    """One epoch's plan: ``plan[r]`` is rank ``r``'s slice of positions in the epoch order. The
+    fields are :func:`partition`'s arguments (``n_samples``: ``N``) and ``slices``: one ``range``
+    of positions per rank, consecutive, together ``range(N)``."""
 
     n_samples: int
     slices: tuple[range, ...]
@@ -121,7 +115,8 @@ def partition(
     seed: int = 42,
     shuffle: bool = True,
 ) -> Partition:
-    """Epoch ``epoch``'s plan: consecutive slices of one seeded global order, one per rank.
+    """Epoch ``epoch``'s plan: consecutive slices of one seeded global order, one per rank
+    (``plan.indices(r)``: rank ``r``'s sample indices); a bad argument is a :class:`ConfigError`.
 
     Args:
         n_samples: dataset length ``N`` (>= the number of ranks with a positive share).
@@ -130,9 +125,6 @@ def partition(
         epoch: the epoch number (>= 0); the order is drawn from ``seed + epoch``.
         seed: the run's base seed (>= 0), the same on every rank.
         shuffle: ``False`` keeps the order ``0..N-1``.
-
-    ``plan[r]`` is a ``range`` of positions in the epoch order, ``plan.indices(r)`` the sample
-    indices themselves. A bad argument is a :class:`ConfigError` that names it.
     """
     check_int(epoch, "epoch", ge=0)
     check_int(seed, "seed", ge=0)

@@ -36,12 +36,10 @@ class Reducer(Protocol):
 
     def target(self, k: int, out: Tensor) -> Tensor:
         """Where this rank puts its values of flat buffer ``k`` (``out`` itself, or its slot)."""
-        ...
 
     def reduce(self, k: int, out: Tensor, segments: Sequence[Segment], rank: int) -> int:
         """``out := Σ_r`` of every rank's target, weighted per segment; returns the bytes this
         rank handed to the collective or wrote to shared memory."""
-        ...
 
 
 class InPlace:
@@ -103,9 +101,8 @@ class SharedReducer:
         return self.slots.slots[self.rank][k]
 
     def reduce(self, k: int, out: Tensor, segments: Sequence[Segment], rank: int) -> int:
-        # One pass per slot: the first scaled into place, the others added with their weight
-        # as the multiplier (no scratch copy of the model; the slots are cold in cache after a
-        # window of training, so each pass over them costs about a millisecond per 7 MB).
+        # One pass per slot, the first scaled into place, the others added with their weight: no
+        # scratch copy of the model (each pass over the cold slots costs ~1 ms per 7 MB).
         for seg in segments:
             dst = out[seg.start : seg.stop]
             for r, row in enumerate(self.slots.slots):

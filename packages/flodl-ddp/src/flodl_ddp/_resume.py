@@ -27,17 +27,13 @@ LATEST = "latest.json"
 
 
 class DdpTrainerState:
-    """The trainer state of a checkpoint, as ``save_state_file`` takes it (its class names the
-    file's kind)."""
+    """A checkpoint's trainer state, as ``save_state_file`` takes it (its class names the kind)."""
 
     def __init__(self, state: dict[str, Any]) -> None:
         self._state = state
 
     def state_dict(self) -> dict[str, Any]:
         return self._state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._state = state
 
 
 def _sha256(path: Path) -> str:

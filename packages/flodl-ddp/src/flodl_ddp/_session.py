@@ -77,8 +77,7 @@ class DdpSession:
 
     @property
     def model(self) -> nn.Module:
-        """The model to call in the loop (in sync mode the ``DistributedDataParallel`` wrapper,
-        whose backward averages the gradients)."""
+        """The model to call in the loop (sync mode: the DDP wrapper, which averages gradients)."""
         return self._engine.forward_model
 
     @property

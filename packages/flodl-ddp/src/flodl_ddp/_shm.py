@@ -109,8 +109,7 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mm
 
 
 def _create(size: int) -> tuple[mmap.mmap, bytes]:
-    """A new file of ``size`` bytes with a random nonce in its header, mapped; the offer that
-    tells the other ranks where it is."""
+    """A new mapped file of ``size`` bytes, a random nonce in its header; the offer naming it."""
     fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=SUFFIX, dir=_shm_dir())  # mode 0600
     try:
         if hasattr(os, "posix_fallocate"):  # a full /dev/shm fails here, not with a SIGBUS

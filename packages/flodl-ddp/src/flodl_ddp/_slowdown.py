@@ -2,8 +2,8 @@
 
 ``slowdown={1: 2.0}`` makes rank 1 take twice as long per batch (an older device's stand-in). A
 batch owes ``factor x min(took, reference) - took`` (reference: the lower quartile of recent batch
-times), paid asleep once it reaches :data:`PAY_EVERY_S` and before anything another rank can
-observe (:meth:`Slowdown.settle`). Measured: ARCHITECTURE-NOTES.md, ``_slowdown``.
+times), paid asleep once it reaches :data:`PAY_EVERY_S` and before anything another rank can observe
+(:meth:`Slowdown.settle`). Measured: ARCHITECTURE-NOTES.md, ``_slowdown``.
 """
 
 from __future__ import annotations
@@ -18,14 +18,9 @@ REFERENCE_BATCHES = 64  # the reference is the lower quartile of this many last 
 
 
 class Slowdown:
-    """Make this rank take ``factor`` times its reference batch time per batch.
-
-    Args:
-        factor: ``>= 1``; ``1.0`` is inactive.
-        device: the rank's device (a CUDA rank synchronises it to time its batches).
-        pay_every_s: pay the owed time in pieces of at least this many seconds (``0`` pays
-            after every batch).
-    """
+    """Make this rank take ``factor`` (``>= 1``; ``1.0`` is inactive) times its reference batch
+    time per batch. ``device``: the rank's (on CUDA synchronised to time its batches);
+    ``pay_every_s``: pay what is owed in pieces of at least this many seconds (``0``: per batch)."""
 
     def __init__(
         self, factor: float, device: torch.device, pay_every_s: float = PAY_EVERY_S

@@ -120,16 +120,11 @@ def blame(w: Watch, host: str) -> DdpError:
 
 
 class Supervisor:
-    """Starts, watches and tears down the rank processes of one run (module doc).
-
-    Args:
-        handle: what the user holds; fed from the supervisor's thread.
-        payload: what every rank process receives (one rank per device).
-        entry: a rank process's function, ``entry(rank, generation, payload, link)``.
-        limits: the watchdog's ``(hang_s, stop_s, wait_s)``.
-        policy: the elastic policy, ``None`` for a static run.
-        link: the launch's :class:`SpawnLink` fields (``port`` and ``key``, or ``elastic``).
-    """
+    """Starts, watches and tears down the rank processes of one run (module doc), feeding
+    ``handle`` from its thread: ``entry(rank, generation, payload, link)`` in one process per
+    device of ``payload``; ``limits``: the watchdog's ``(hang_s, stop_s, wait_s)``; ``policy``:
+    the elastic policy (``None``: a static run); ``link``: the launch's :class:`SpawnLink` fields
+    (``port`` and ``key``, or ``elastic``)."""
 
     def __init__(
         self,
@@ -163,10 +158,8 @@ class Supervisor:
         threading.Thread(target=self.run, name="flodl-ddp-supervisor", daemon=True).start()
 
     def _spawn(self, rank: int) -> Any:
-        args = (rank, self.generation[rank], self.payload, self.link)
-        p = self.ctx.Process(
-            target=self.entry, args=args, name=f"flodl-ddp-rank{rank}", daemon=True
-        )
+        args, name = (rank, self.generation[rank], self.payload, self.link), f"flodl-ddp-rank{rank}"
+        p = self.ctx.Process(target=self.entry, args=args, name=name, daemon=True)
         p.start()
         self.all_procs.append(p)
         return p
@@ -223,11 +216,9 @@ class Supervisor:
 
     def _static_outcome(self) -> DdpError | str | None:
         """A fixed world: any failure fails the run, after ``ERROR_GRACE_S`` for the cause."""
-        w = self.watch
-        exited = all(p.exitcode is not None for p in self.procs)
-        if w.first_fail is not None and (
-            time.monotonic() - w.first_fail >= ERROR_GRACE_S or exited
-        ):
+        w, exited = self.watch, all(p.exitcode is not None for p in self.procs)
+        failed = w.first_fail is not None
+        if failed and (exited or time.monotonic() - w.first_fail >= ERROR_GRACE_S):
             return blame(w, socket.gethostname())
         if len(w.done) == self.world and w.final is not None:
             for p in self.procs:

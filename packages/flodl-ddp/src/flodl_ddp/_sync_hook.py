@@ -73,13 +73,9 @@ def wrap_sync(
     to_cpu = backend is Backend.CPU and device.type != "cpu"
     wire = torch.bfloat16 if backend is Backend.CPU and bf16_wire else None
     grads = [p for p in model.parameters() if p.requires_grad]
-    state = HookState(
-        1.0 / dist.get_world_size() if weight is None else weight,
-        to_cpu,
-        wire,
-        sum(p.numel() * _wire(p, wire).itemsize for p in grads),
-        weight is None and not to_cpu and wire is None,
-    )
+    w = 1.0 / dist.get_world_size() if weight is None else weight
+    step_bytes = sum(p.numel() * _wire(p, wire).itemsize for p in grads)
+    state = HookState(w, to_cpu, wire, step_bytes, weight is None and not to_cpu and wire is None)
     if not state.native:
         ddp.register_comm_hook(state, weighted_hook)
     return ddp, state

@@ -26,9 +26,7 @@ def torchrun_env() -> dict[str, int | str] | None:
 def local_world(devices: list[str], listed: bool) -> int:
     """Ranks on this host under torchrun: ``LOCAL_WORLD_SIZE``, else the ``devices`` the run
     lists for this node (``listed``), else one."""
-    if "LOCAL_WORLD_SIZE" in os.environ:
-        return int(os.environ["LOCAL_WORLD_SIZE"])
-    return len(devices) if listed else 1
+    return int(os.environ.get("LOCAL_WORLD_SIZE", len(devices) if listed else 1))
 
 
 def init_torchrun_group(backend: str, timeout_s: float) -> None:
@@ -36,19 +34,12 @@ def init_torchrun_group(backend: str, timeout_s: float) -> None:
     (``TORCHELASTIC_RESTART_COUNT``). As with ``env://``, rank 0 hosts the store unless
     torchrun's agent already does (``TORCHELASTIC_USE_AGENT_STORE``)."""
     rank, timeout = int(os.environ["RANK"]), timedelta(seconds=timeout_s)
-    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    server = rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
     addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    store = dist.TCPStore(
-        addr, port, None, not agent_store and rank == 0, timeout=timeout, multi_tenant=True
-    )
+    store = dist.TCPStore(addr, port, None, server, timeout=timeout, multi_tenant=True)
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
-    dist.init_process_group(
-        backend,
-        store=dist.PrefixStore(f"flodl-attempt{attempt}", store),
-        rank=rank,
-        world_size=int(os.environ["WORLD_SIZE"]),
-        timeout=timeout,
-    )
+    store, world = dist.PrefixStore(f"flodl-attempt{attempt}", store), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
 
 
 def join_group(device: torch.device, timeout_s: float) -> bool:
@@ -63,8 +54,7 @@ def join_group(device: torch.device, timeout_s: float) -> bool:
 def run_key(salt: str) -> str:
     """The store key prefix of a run: from the cluster's run token under ``fdl @cluster`` (every
     rank derives the same one), else from ``salt``."""
-    token = os.environ.get("FLODL_CLUSTER_TOKEN")
-    if token:
+    if token := os.environ.get("FLODL_CLUSTER_TOKEN"):
         return hmac.new(token.encode(), f"store:{salt}".encode(), hashlib.sha256).hexdigest()[:32]
     return f"flodl-ddp/{salt}"
 

@@ -28,9 +28,7 @@ from ._session import DdpSession
 class TrainerBuilder:
     """Chained options of a managed run; :meth:`run` starts it. Each method checks its
     argument at once (a :class:`~flodl_core.ConfigError` names it) and returns the builder.
-
-    Required: :meth:`dataset`, :meth:`batch_size`, :meth:`num_epochs`.
-    """
+    Required: :meth:`dataset`, :meth:`batch_size`, :meth:`num_epochs`."""
 
     def __init__(
         self,
@@ -105,8 +103,7 @@ class TrainerBuilder:
         return self._set("threads_per_rank", n)
 
     def bind_cores(self, on: bool = True) -> TrainerBuilder:
-        """Bind each rank process of this host to its own equal slice of the usable cores
-        (Linux)."""
+        """Bind each rank process to its own equal slice of this host's usable cores (Linux)."""
         return self._set("bind_cores", on)
 
     def anchor(self, n: int) -> TrainerBuilder:
@@ -150,8 +147,8 @@ class TrainerBuilder:
         return self._set("divergence_threshold", f)
 
     def guard(self, guard: Any) -> TrainerBuilder:
-        """A convergence guard (``TrendGuard``, ``MsfGuard``, ``NoGuard`` or your own; default
-        ``TrendGuard(divergence_threshold)``)."""
+        """The convergence guard: ``TrendGuard(divergence_threshold)`` (default), ``MsfGuard``,
+        ``NoGuard`` or your own."""
         return self._set("guard", guard)
 
     def no_divergence_guard(self) -> TrainerBuilder:
@@ -218,13 +215,11 @@ class TrainerBuilder:
         return self._set("timeout_s", seconds)
 
     def reports_per_epoch(self, n: int) -> TrainerBuilder:
-        """``n`` progress reports within each epoch (loss and samples so far, in
-        ``DdpHandle.reports``; 0: none)."""
+        """``n`` progress reports per epoch (loss, samples so far) into ``DdpHandle.reports``."""
         return self._set("reports_per_epoch", n)
 
     def eval_on(self, rank: str | int) -> TrainerBuilder:
-        """Which rank runs ``eval_fn``: ``"fastest"`` (default: ElChe's; 0 before it knows) or
-        a rank number."""
+        """Which rank runs ``eval_fn``: ``"fastest"`` (default; 0 before ElChe knows) or a rank."""
         return self._set("eval_on", rank)
 
     def record_log(self, directory: str) -> TrainerBuilder:
@@ -294,8 +289,7 @@ def _enum(kind: Any, name: str, value: Any) -> Any:
 
 
 class Trainer:
-    """The distributed trainer's two entry points (the third tier, bypass, is plain functions:
-    :func:`sync_params`, :func:`all_reduce_gradients`, ...)."""
+    """The trainer's two entry points; the third tier, bypass, is plain functions (module doc)."""
 
     @staticmethod
     def builder(
@@ -312,9 +306,8 @@ class Trainer:
             optim_factory: ``optim_factory(params) -> torch.optim.Optimizer``.
             train_step: ``train_step(model, batch) -> loss`` (a scalar tensor); the framework
                 does backward, clipping, the optimizer step and the averaging. ``batch`` is a
-                :class:`flodl_core.Batch` (``batch[0]``, ``batch["name"]``). In sync mode
-                ``model`` is the ``DistributedDataParallel`` wrapper: call it, not the factory's
-                model.
+                :class:`flodl_core.Batch` (``batch[0]``, ``batch["name"]``). In sync mode ``model``
+                is the ``DistributedDataParallel`` wrapper: call it, not the factory's model.
         """
         return TrainerBuilder(model_factory, optim_factory, train_step)
 

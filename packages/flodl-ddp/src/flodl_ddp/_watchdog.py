@@ -45,17 +45,9 @@ def process_stopped(pid: int | None) -> bool:
 
 
 class Watchdog:
-    """Judges ranks from their shared ``progress`` and ``phase`` arrays (see the module doc).
-
-    Args:
-        progress, phase: the ranks' shared arrays.
-        hang_s: computing without a finished batch this long is a hang.
-        stop_s: stopped this long is a death.
-        wait_s: any other phase, unchanged this long, is a hang.
-        kill: ``kill(rank, why, seconds)``; called once per verdict (``seconds``: how long the
-            rank was stopped or stalled).
-        clock: monotonic seconds (for tests).
-    """
+    """Judges ranks from their shared ``progress`` and ``phase`` arrays by the module doc's
+    ``hang_s``, ``stop_s`` and ``wait_s``; ``kill`` gets each verdict once (``seconds``: how long
+    the rank was stopped or stalled); ``clock``: monotonic seconds (for tests)."""
 
     def __init__(
         self,

@@ -39,6 +39,8 @@ from ._reduce import GroupReducer, Reducer, SharedReducer
 from ._shm import SharedSlots
 from ._watchdog import FINISHED, STARTING, Beacon
 
+_ECHOES = ("Connection closed by peer", "Connection reset", "Broken pipe")
+
 
 @dataclass
 class RankPayload:
@@ -125,9 +127,8 @@ def train_rank(
 
 def spawn_picklable(payload: RankPayload) -> None:
     """Spawned ranks receive the factories by pickling: refuse lambdas and local functions."""
-    factories = ("model_factory", "optim_factory", "train_step")
+    named = [(n, getattr(payload, n)) for n in ("model_factory", "optim_factory", "train_step")]
     options = ("scheduler", "eval_fn", "guard", "outer_optimizer")
-    named = [(n, getattr(payload, n)) for n in factories]
     for name, obj in named + [(n, getattr(payload.spec, n)) for n in options]:
         try:
             pickle.dumps(obj)
@@ -169,11 +170,8 @@ def static_reducer(comm: Comm, spec: RunSpec) -> Callable[[Any], Reducer]:
 
 def is_echo(e: BaseException) -> bool:
     """Errors that are usually the echo of another rank's failure, not its cause."""
-    if isinstance(e, (PeerError, getattr(dist, "DistError", PeerError))):
-        return True
-    return any(
-        s in str(e) for s in ("Connection closed by peer", "Connection reset", "Broken pipe")
-    )
+    echo = isinstance(e, (PeerError, getattr(dist, "DistError", PeerError)))
+    return echo or any(s in str(e) for s in _ECHOES)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -247,9 +245,8 @@ def _static_rank(
     pg = dist.PrefixStore("pg", store)
     dist.init_process_group(backend, store=pg, rank=rank, world_size=world, timeout=timeout)
     comm = StoreComm(dist.PrefixStore("ctl", store), rank, world, spec.timeout_s)
-    ctx = rank_context(
-        rank, world, device, comm, static_reducer(comm, spec), t0=link.t0, beacon=beacon
-    )
+    reducer = static_reducer(comm, spec)
+    ctx = rank_context(rank, world, device, comm, reducer, t0=link.t0, beacon=beacon)
     engine, timeline = train_rank(payload, ctx, link.queue.put)
     if rank == 0:
         deliver(link, rank, 0, engine, timeline)
