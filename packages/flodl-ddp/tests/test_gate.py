@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flodl_ddp._gate import WindowGate, gate_keys, may_finish
+from flodl_ddp._gate import Pace, WindowGate, gate_keys, may_finish
 
 
 class Counters:
@@ -160,4 +160,4 @@ def test_a_filling_rank_stops_after_one_more_count_when_the_slow_one_is_late() -
 def test_only_a_rank_that_is_not_outpaced_runs_the_epochs_tail(
     outpaces: bool, anyone_outpaces: bool, expect: bool
 ) -> None:
-    assert may_finish(outpaces, anyone_outpaces) is expect
+    assert may_finish(Pace(outpaces, anyone_outpaces)) is expect

@@ -27,7 +27,7 @@ from flodl_ddp import (
     TrainerConfig,
     record_scalar,
 )
-from flodl_ddp._gate import Overshoot, auto_overshoot, waiting
+from flodl_ddp._gate import Overshoot, Pace, auto_overshoot, waiting
 from flodl_ddp._options import check_config
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -348,7 +348,7 @@ def test_when_a_rank_waits_for_the_others(
     fill: tuple[bool, bool],
     expect: tuple[bool, int],
 ) -> None:
-    assert waiting(async_, calibrated, Overshoot(fixed, 50), 12, fill) == expect
+    assert waiting(async_, calibrated, Overshoot(fixed, 50), 12, Pace(*fill)) == expect
 
 
 def test_no_guard_object_is_accepted() -> None:

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,36 @@ def test_every_sample_runs_once_per_epoch(cadence_run: dict[str, Any]) -> None:
     assert 0.2 < share < 0.45, share
 
 
+def _run_counting_ids(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    n: int,
+    epochs: int,
+    tune: Callable[[Any], Any],
+    seed: int,
+) -> Any:
+    """A cpu-cadence pair (batch 16, timeline on, ``tune`` applied to the builder) over ``n``
+    samples whose step writes each sample id it runs; asserts every id ran once per epoch."""
+    fx = _fixtures()
+    x, y = fx.make_data(n, seed=seed)
+    monkeypatch.setenv("FLODL_TEST_IDS_DIR", str(tmp_path))  # the spawned ranks inherit it
+    builder = (
+        Trainer.builder(fx.make_model, fx.make_sgd, fx.quick_id_step)
+        .dataset((x, y, torch.arange(x.shape[0])))
+        .batch_size(16)
+        .num_epochs(epochs)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+        .timeline(True)
+    )
+    handle = tune(builder).run()
+    handle.join(timeout=TIMEOUT_S)
+    ids = [int(i) for f in tmp_path.glob("ids-*.txt") for i in f.read_text().split()]
+    counts = torch.bincount(torch.tensor(ids), minlength=n)
+    assert bool((counts == epochs).all()), f"ids run {sorted(set(counts.tolist()))} times"
+    return handle
+
+
 def test_a_benched_rank_leaves_no_batch_unrun(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,25 +207,9 @@ def test_a_benched_rank_leaves_no_batch_unrun(
     rank (the rounds cost more than it adds), but never one that holds batches of its own slice
     or of a claimed block (it alone would run them: the epoch would never end). Every sample
     still runs once per epoch."""
-    fx = _fixtures()
-    x, y = fx.make_data(1024, seed=4)
-    monkeypatch.setenv("FLODL_TEST_IDS_DIR", str(tmp_path))  # the spawned ranks inherit it
-    handle = (
-        Trainer.builder(fx.make_model, fx.make_sgd, fx.quick_id_step)
-        .dataset((x, y, torch.arange(x.shape[0])))
-        .batch_size(16)
-        .num_epochs(3)
-        .devices(["cpu", "cpu"])
-        .mode("cpu-cadence")
-        .anchor(1)
-        .max_anchor(1)
-        .timeline(True)
-        .run()
+    handle = _run_counting_ids(
+        tmp_path, monkeypatch, 1024, 3, lambda b: b.anchor(1).max_anchor(1), seed=4
     )
-    handle.join(timeout=TIMEOUT_S)
-    ids = [int(i) for f in tmp_path.glob("ids-*.txt") for i in f.read_text().split()]
-    counts = torch.bincount(torch.tensor(ids), minlength=1024)
-    assert bool((counts == 3).all()), f"ids run {sorted(set(counts.tolist()))} times"
     tl = handle.timeline()
     assert tl is not None and any(e.kind == "benched" for e in tl.events)
 
@@ -207,24 +222,9 @@ def test_a_rank_slower_than_a_short_epoch_sits_epochs_out(
     rank's whole epoch: the fast one waits longer than the slow one saves it, so the epoch rule
     benches the slow one; it sits epochs out (it runs none of their batches) and is tried again.
     Every sample still runs once per epoch."""
-    fx = _fixtures()
-    x, y = fx.make_data(256, seed=5)
-    monkeypatch.setenv("FLODL_TEST_IDS_DIR", str(tmp_path))
-    handle = (
-        Trainer.builder(fx.make_model, fx.make_sgd, fx.quick_id_step)
-        .dataset((x, y, torch.arange(x.shape[0])))
-        .batch_size(16)
-        .num_epochs(10)
-        .devices(["cpu", "cpu"])
-        .mode("cpu-cadence")
-        .slowdown({1: 40.0})
-        .timeline(True)
-        .run()
+    handle = _run_counting_ids(
+        tmp_path, monkeypatch, 256, 10, lambda b: b.slowdown({1: 40.0}), seed=5
     )
-    handle.join(timeout=TIMEOUT_S)
-    ids = [int(i) for f in tmp_path.glob("ids-*.txt") for i in f.read_text().split()]
-    counts = torch.bincount(torch.tensor(ids), minlength=256)
-    assert bool((counts == 10).all()), f"ids run {sorted(set(counts.tolist()))} times"
     shares = [m.per_rank_batch_share[1] for m in handle.history]
     tl = handle.timeline()
     assert tl is not None

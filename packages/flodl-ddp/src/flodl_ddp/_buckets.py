@@ -87,7 +87,8 @@ def all_reduce_buckets(
         prescale: multiply each rank's values by this before the collective (e.g. a weight
             ``count/total`` for a weighted sum); applied before the cast to ``wire_dtype``.
         wire_dtype: e.g. ``torch.bfloat16`` to halve the bytes of float32 tensors.
-        group, bucket_bytes: the process group (default: the world); bucket capacity on the wire.
+        group: the process group (default: the world).
+        bucket_bytes: bucket capacity on the wire.
     """
     world = _world(group)
     average = isinstance(op, str)

@@ -25,7 +25,7 @@ Why, with measurements: ARCHITECTURE-NOTES.md, ``_gate``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._comm import Comm
 
@@ -33,6 +33,14 @@ PROBE_REACH = 32
 """In a probe window a rank that ran its count trains at most this many counts more."""
 TAIL_FRACTION = 0.25
 """An epoch's last batches join the window before when they are at most this share of it."""
+
+
+class Pace(NamedTuple):
+    """Where a rank stands by ElChe's calibration: whether it outpaces the slow cohort, and
+    whether any member does (no member does when the ranks are equal)."""
+
+    outpaces: bool = False
+    anyone_outpaces: bool = False
 
 
 def gate_keys(window: int) -> tuple[str, str]:
@@ -118,22 +126,21 @@ def waiting(
     calibrated: bool,
     overshoot: Overshoot,
     mine: int,
-    fill: tuple[bool, bool] = (False, False),
+    pace: Pace,
 ) -> tuple[bool, int]:
     """Whether a rank that ran its ``mine`` batches says "ready" and keeps training until every
-    rank is, and for how many extra batches at most (module doc). ``fill``: (whether ElChe
-    calibrated this rank as faster than the slow cohort, whether any member is)."""
+    rank is, and for how many extra batches at most (module doc)."""
     if not calibrated and (not async_ or overshoot.fixed is None):
         return True, PROBE_REACH * mine
     if not async_:  # the slow cohort says "ready" (limit 0) so the faster ones stop filling
-        return fill[1], mine if fill[0] else 0
+        return pace.anyone_outpaces, mine if pace.outpaces else 0
     return True, overshoot.current
 
 
-def may_finish(outpaces: bool, anyone_outpaces: bool) -> bool:
+def may_finish(pace: Pace) -> bool:
     """Whether a rank may run the epoch's last batches in this window (module doc): yes when it
     outpaces the slow cohort or no member does (equal ranks), not when a faster one is there."""
-    return outpaces or not anyone_outpaces
+    return pace.outpaces or not pace.anyone_outpaces
 
 
 def auto_overshoot(batches_per_epoch: int) -> int:

@@ -173,8 +173,11 @@ class MsfGuard(ConvergenceGuard):
 
     Args:
         alpha: EMA decay, in (0, 1).
-        suppress_threshold, suppress_streak: the soft rule's threshold and streak (above).
-        nudge_threshold, nudge_streak, nudge_factor: the hard rule's (``nudge=False``: none).
+        suppress_threshold: the soft rule's threshold (above).
+        suppress_streak: the soft rule's streak.
+        nudge_threshold: the hard rule's threshold (``nudge=False``: no hard rule).
+        nudge_streak: the hard rule's streak.
+        nudge_factor: the hard rule's factor.
         floor: divergences at or below it count as zero.
     """
 

@@ -33,7 +33,7 @@ from ._elche import ElChe
 from ._engine_state import EngineState
 from ._errors import DdpError, PeerError
 from ._ft import WindowVoid
-from ._gate import TAIL_FRACTION, Overshoot, WindowGate, may_finish, waiting
+from ._gate import TAIL_FRACTION, Overshoot, Pace, WindowGate, may_finish, waiting
 from ._handle import TrainedState, state_of
 from ._ledger import EpochTally, RankLedger, now, peak_memory
 from ._membership import Membership, StaticWorld
@@ -426,15 +426,15 @@ class RankEngine(EngineState):
 
     def _gate(self, counts: list[int], work: Work) -> WindowGate:
         mine, async_ = counts[self.rank], self.spec.mode.policy is Policy.ASYNC
-        outpaces = self.elche.outpaces_slow_cohort(self.rank)
-        fill = (outpaces, any(map(self.elche.outpaces_slow_cohort, self.elche.members)))
+        outpaces = self.elche.outpaces_slow_cohort
+        pace = Pace(outpaces(self.rank), any(map(outpaces, self.elche.members)))
         waits, limit = False, mine
         if self.comm.has_counters:
-            waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine, fill)
+            waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine, pace)
         tail = int(sum(counts) * TAIL_FRACTION)
-        tails = isinstance(work, RankWork) and may_finish(*fill)
+        tails = isinstance(work, RankWork) and may_finish(pace)
         finish = (lambda: work.left() <= tail) if tails else None
-        fill_late = waits and outpaces
+        fill_late = waits and pace.outpaces
         return WindowGate(
             self.comm,
             self.world,
