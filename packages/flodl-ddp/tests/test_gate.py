@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flodl_ddp._gate import Pace, WindowGate, gate_keys, may_finish
+from flodl_ddp._gate import Pace, WindowGate, gate_keys, may_finish, with_tail
 
 
 class Counters:
@@ -161,3 +161,23 @@ def test_only_a_rank_that_is_not_outpaced_runs_the_epochs_tail(
     outpaces: bool, anyone_outpaces: bool, expect: bool
 ) -> None:
     assert may_finish(Pace(outpaces, anyone_outpaces)) is expect
+
+
+@pytest.mark.parametrize(
+    ("counts", "left", "expected"),
+    [
+        ([38, 19], 62, [41, 21]),  # a tail of 5 (<= 14): shared 2 : 1, the slow rank's too
+        ([40, 0], 45, [45, 0]),  # a benched rank stays out
+        ([20, 10], 62, [20, 10]),  # 32 more than a quarter of the window: a window of its own
+        ([230, 10], 62, [230, 10]),  # the counts cover the epoch already
+        ([38, 19], 57, [38, 19]),  # no tail
+        ([0, 0], 5, [0, 0]),
+    ],
+)
+def test_a_window_that_would_leave_a_tail_takes_it_in_proportion(
+    counts: list[int], left: int, expected: list[int]
+) -> None:
+    got = with_tail(counts, left)
+    assert got == expected
+    if got != counts:
+        assert sum(got) == left and all(g >= c for g, c in zip(got, counts, strict=True))

@@ -16,6 +16,9 @@
   :data:`TAIL_FRACTION` of a window left) runs those batches instead of stopping, unless it is
   in the slow cohort beside a faster rank (:func:`may_finish`): its batches are the slow ones,
   and the faster ranks, stopped at the round, would wait for all of them.
+- :func:`with_tail`: so a static window that would leave at most that share of itself in the
+  epoch takes those batches in its counts, grown in proportion: the slow cohort's share of them
+  too (else the faster ranks run them all while the slow ones wait at the round).
 - A waiting rank whose "ready" completed the set, if it outpaces the slow cohort, keeps
   training until every other rank has stopped.
 
@@ -24,10 +27,11 @@ Why, with measurements: ARCHITECTURE-NOTES.md, ``_gate``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from ._comm import Comm
+from ._partition import split_sizes
 
 PROBE_REACH = 32
 """In a probe window a rank that ran its count trains at most this many counts more."""
@@ -135,6 +139,15 @@ def waiting(
     if not async_:  # the slow cohort says "ready" (limit 0) so the faster ones stop filling
         return pace.anyone_outpaces, mine if pace.outpaces else 0
     return True, overshoot.current
+
+
+def with_tail(counts: Sequence[int], left: int) -> list[int]:
+    """The counts of a window, grown to the epoch's ``left`` batches when it would leave at most
+    :data:`TAIL_FRACTION` of itself (module doc)."""
+    total = sum(counts)
+    if 0 < total < left <= total + int(total * TAIL_FRACTION):
+        return split_sizes(left, counts)
+    return list(counts)
 
 
 def may_finish(pace: Pace) -> bool:

@@ -33,7 +33,7 @@ from ._elche import ElChe
 from ._engine_state import EngineState
 from ._errors import DdpError, PeerError
 from ._ft import WindowVoid
-from ._gate import TAIL_FRACTION, Overshoot, Pace, WindowGate, may_finish, waiting
+from ._gate import TAIL_FRACTION, Overshoot, Pace, WindowGate, may_finish, waiting, with_tail
 from ._handle import TrainedState, state_of
 from ._ledger import EpochTally, RankLedger, now, peak_memory
 from ._membership import Membership, StaticWorld
@@ -413,9 +413,13 @@ class RankEngine(EngineState):
 
     def _counts(self) -> list[int]:
         """ElChe's counts, cut to 1/reports_per_epoch of the epoch (reports fall on window ends),
-        but to no less than a batch per rank (a rank with 0 would never run what it holds)."""
+        but to no less than a batch per rank (a rank with 0 would never run what it holds); a
+        static window grown by the epoch's tail (:func:`with_tail`)."""
         n, e = self.spec.reports_per_epoch, self.elche
-        return e.counts if n <= 1 else e.clamp_total(max(self.world, self.batches_per_epoch // n))
+        if n > 1:
+            return e.clamp_total(max(self.world, self.batches_per_epoch // n))
+        done = sum(r["batches"] for r in self.tally.ranks)
+        return e.counts if self.elastic else with_tail(e.counts, self.batches_per_epoch - int(done))
 
     def _window_work(self, epoch: int, members: tuple[int, ...]) -> WindowWork:
         """Elastic: this window's batches after the committed cursor, by ElChe's counts."""
