@@ -272,11 +272,11 @@ def reach_stable(e: ElChe, ms: list[float], sync_ms: float) -> None:
 
 def test_overhead_grows_anchor_only_when_stable() -> None:
     e = ElChe(2)
-    # counts [20, 10] at 10 / 20 ms → walls 200, 200; sync 40 → overhead 40/200 = 0.2
-    reach_stable(e, [10.0, 20.0], 40.0)
-    assert e.anchor == 10 and e.overhead == 0.2  # Warmup: measured, not acted on
-    feed(e, [10.0, 20.0], 40.0)  # 5th calibration: Stable
-    # 0.2 > 0.1 → ceil(10 · 0.2/0.1) = 20
+    # counts [20, 10] at 10 / 20 ms → walls 200, 200; sync 20 → overhead 20/200 = 0.1
+    reach_stable(e, [10.0, 20.0], 20.0)
+    assert e.anchor == 10 and e.overhead == 0.1  # Warmup: measured, not acted on
+    feed(e, [10.0, 20.0], 20.0)  # 5th calibration: Stable
+    # 0.1 > 0.05 → ceil(10 · 0.1/0.05) = 20
     assert e.anchor == 20
     # rank 1 (anchor) 20; rank 0: round(20·20/10) = 40
     assert e.counts == [40, 20]
@@ -285,8 +285,8 @@ def test_overhead_grows_anchor_only_when_stable() -> None:
 
 def test_overhead_in_band_keeps_anchor() -> None:
     e = ElChe(2, min_anchor=5)
-    reach_stable(e, [10.0, 20.0], 10.0)
-    feed(e, [10.0, 20.0], 10.0)  # 10/200 = 0.05: not > 0.1, not < 0.05
+    reach_stable(e, [10.0, 20.0], 5.0)
+    feed(e, [10.0, 20.0], 5.0)  # 5/200 = 0.025: not > 0.05, not < 0.025
     assert e.anchor == 10
 
 
@@ -295,7 +295,7 @@ def test_overhead_shrinks_by_one_to_min() -> None:
     reach_stable(e, [10.0, 20.0], 0.0)
     anchors = []
     for _ in range(4):
-        feed(e, [10.0, 20.0], 2.0)  # walls ≈ 200 → overhead ≈ 0.01 < 0.05 → −1 per window
+        feed(e, [10.0, 20.0], 2.0)  # walls ≈ 200 → overhead ≈ 0.01 < 0.025 → −1 per window
         anchors.append(e.anchor)
     assert anchors == [9, 8, 8, 8]  # stops at min_anchor
 
@@ -314,15 +314,15 @@ def test_growth_suppressed_by_guard() -> None:
 def test_growth_clamped_to_bounds() -> None:
     e = ElChe(2, max_anchor=15)
     reach_stable(e, [10.0, 20.0], 40.0)
-    feed(e, [10.0, 20.0], 40.0)  # ceil(10·2) = 20 → max_anchor 15
+    feed(e, [10.0, 20.0], 40.0)  # 0.2 / 0.05: ceil(10·4) = 40 → max_anchor 15
     assert e.anchor == 15
     e = ElChe(2)  # min_anchor = 10
     reach_stable(e, [10.0, 20.0], 0.0)
     e.nudge_anchor_down(0.5)  # 5, below min_anchor
     assert e.anchor == 5 and e.counts == [10, 5]
-    # walls: rank 0 runs 10 at 10 ms, rank 1 5 at 20 ms → 100, 100; sync 12 → 0.12 > 0.1
+    # walls: rank 0 runs 10 at 10 ms, rank 1 5 at 20 ms → 100, 100; sync 6 → 0.06 > 0.05
     # ceil(5 · 1.2) = 6 → clamped up to min_anchor 10
-    feed(e, [10.0, 20.0], 12.0)
+    feed(e, [10.0, 20.0], 6.0)
     assert e.anchor == 10
 
 
@@ -491,16 +491,16 @@ def test_report_errors() -> None:
 
 
 def test_the_overhead_target_follows_what_the_slow_ranks_add() -> None:
-    """A rank 8x slower adds 1/8 of the fast one's throughput: the rounds may cost at most half
-    of that, 0.0625, below the default target 0.10."""
+    """A rank 16x slower adds 1/16 of the fast one's throughput: the rounds may cost at most
+    half of that, 0.03125, below the default target 0.05."""
     e = ElChe(2)
-    reach_stable(e, [10.0, 80.0], 64.0)  # counts [80, 10]: walls 800, 800; 64/800 = 0.08
-    assert e.gain() == pytest.approx(0.125) and e.anchor == 10
-    feed(e, [10.0, 80.0], 64.0)  # Stable: 0.08 > 0.0625 → ceil(10 · 0.08 / 0.0625) = 13
+    reach_stable(e, [10.0, 160.0], 64.0)  # counts [160, 10]: walls 1600, 1600; 64/1600 = 0.04
+    assert e.gain() == pytest.approx(0.0625) and e.anchor == 10
+    feed(e, [10.0, 160.0], 64.0)  # Stable: 0.04 > 0.03125 → ceil(10 · 0.04 / 0.03125) = 13
     assert e.anchor == 13
     e2 = ElChe(2)
-    reach_stable(e2, [10.0, 20.0], 16.0)  # a 2x slower rank adds 0.5: the target stays 0.10
-    feed(e2, [10.0, 20.0], 16.0)  # 16/200 = 0.08 < 0.10: no growth
+    reach_stable(e2, [10.0, 20.0], 8.0)  # a 2x slower rank adds 0.5: the target stays 0.05
+    feed(e2, [10.0, 20.0], 8.0)  # 8/200 = 0.04 < 0.05: no growth
     assert e2.anchor == 10
 
 

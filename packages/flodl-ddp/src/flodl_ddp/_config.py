@@ -27,7 +27,7 @@ class _RunOptions:
     anchor: int = 10
     max_anchor: int = 1000
     min_anchor: int | None = None
-    overhead_target: float = 0.10
+    overhead_target: float = 0.05
     max_batch_diff: int | None = None
     speed_hint: tuple[int, float] | None = None
     partition_ratios: Sequence[float] | None = None

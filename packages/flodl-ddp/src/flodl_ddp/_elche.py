@@ -112,7 +112,7 @@ class ElChe:
         world_size: int,
         anchor: int = 10,
         *,
-        overhead_target: float = 0.10,
+        overhead_target: float = 0.05,
         max_anchor: int = 1000,
         min_anchor: int | None = None,
         max_batch_diff: int | None = None,

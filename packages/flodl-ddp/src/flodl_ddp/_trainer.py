@@ -119,7 +119,7 @@ class TrainerBuilder:
         return self._set("min_anchor", n)
 
     def overhead_target(self, f: float) -> TrainerBuilder:
-        """Averaging time over compute time ElChe aims for, in [0.01, 0.50] (default 0.10)."""
+        """Averaging time over compute time ElChe aims for, in [0.01, 0.50] (default 0.05)."""
         return self._set("overhead_target", f)
 
     def max_batch_diff(self, n: int) -> TrainerBuilder:
