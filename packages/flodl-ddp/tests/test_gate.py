@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from flodl_ddp._gate import Pace, WindowGate, gate_keys, may_finish, with_tail
+from flodl_ddp._gate import Pace, WindowGate, finish_at, gate_keys, with_tail
 
 
 class Counters:
@@ -150,17 +150,26 @@ def test_a_filling_rank_stops_after_one_more_count_when_the_slow_one_is_late() -
 @pytest.mark.parametrize(
     ("outpaces", "anyone_outpaces", "expect"),
     [
-        (False, False, True),  # equal ranks: each may run the epoch's last batches
-        (True, True, True),  # the fast rank beside a slow one: its batches are the short ones
+        (False, False, 7),  # equal ranks: each may run the epoch's last 7 (a quarter of 30)
+        (True, True, 7),  # the fast rank beside a slow one: its batches are the short ones
         # the slow rank beside a fast one: the fast rank, stopped at the round, would wait for
         # all of its slow batches (a pair 16x apart idled 2.7 s of a 5 s epoch that way)
-        (False, True, False),
+        (False, True, None),
     ],
 )
 def test_only_a_rank_that_is_not_outpaced_runs_the_epochs_tail(
-    outpaces: bool, anyone_outpaces: bool, expect: bool
+    outpaces: bool, anyone_outpaces: bool, expect: int | None
 ) -> None:
-    assert may_finish(Pace(outpaces, anyone_outpaces)) is expect
+    assert finish_at([20, 10], 100, Pace(outpaces, anyone_outpaces)) == expect
+
+
+@pytest.mark.parametrize("left", [30, 25])
+def test_a_window_that_reaches_the_epochs_end_is_run_out_by_every_rank(left: int) -> None:
+    """Counts that cover what is left of the epoch: the slow rank too runs on past its count
+    (the pool's claims stop it), instead of idling at the round until the epoch ends."""
+    slow = Pace(outpaces=False, anyone_outpaces=True)
+    assert finish_at([20, 10], left, slow) == left
+    assert finish_at([20, 10], 31, slow) is None
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,10 @@
 - A rank that does not wait stops at its count. A rank that waits says "ready" through a store
   counter once it has run its count, then trains on until every rank is ready, or it ran
   ``limit`` extra batches, or it leads by ``max_batch_diff`` (*throttled*).
-- Either way, a rank at its count that finds the epoch nearly done (``finish()``: at most
-  :data:`TAIL_FRACTION` of a window left) runs those batches instead of stopping, unless it is
-  in the slow cohort beside a faster rank (:func:`may_finish`): its batches are the slow ones,
-  and the faster ranks, stopped at the round, would wait for all of them.
+- Either way, a rank at its count that finds the epoch nearly done runs the rest instead of
+  stopping (:func:`finish_at`): every rank when the window's counts reach the epoch's end (the
+  pool's claims decide who runs what), else the tail (:data:`TAIL_FRACTION` of the window), but
+  not a slow-cohort rank beside a faster one: the faster ranks would wait for its slow batches.
 - :func:`with_tail`: so a static window that would leave at most that share of itself in the
   epoch takes those batches in its counts, grown in proportion: the slow cohort's share of them
   too (else the faster ranks run them all while the slow ones wait at the round).
@@ -150,10 +150,12 @@ def with_tail(counts: Sequence[int], left: int) -> list[int]:
     return list(counts)
 
 
-def may_finish(pace: Pace) -> bool:
-    """Whether a rank may run the epoch's last batches in this window (module doc): yes when it
-    outpaces the slow cohort or no member does (equal ranks), not when a faster one is there."""
-    return pace.outpaces or not pace.anyone_outpaces
+def finish_at(counts: Sequence[int], left: int, pace: Pace) -> int | None:
+    """At most how many batches may be left for a rank at its count to run them all (``None``:
+    never), ``counts`` planned with ``left`` batches left in the epoch (module doc)."""
+    if (total := sum(counts)) >= left:
+        return left
+    return int(total * TAIL_FRACTION) if pace.outpaces or not pace.anyone_outpaces else None
 
 
 def auto_overshoot(batches_per_epoch: int) -> int:

@@ -33,7 +33,7 @@ from ._elche import ElChe
 from ._engine_state import EngineState
 from ._errors import DdpError, PeerError
 from ._ft import WindowVoid
-from ._gate import TAIL_FRACTION, Overshoot, Pace, WindowGate, may_finish, waiting, with_tail
+from ._gate import Overshoot, Pace, WindowGate, finish_at, waiting, with_tail
 from ._handle import TrainedState, state_of
 from ._ledger import EpochTally, RankLedger, now, peak_memory
 from ._membership import Membership, StaticWorld
@@ -118,9 +118,8 @@ class RankEngine(EngineState):
         """The timeline (with utilization samples), the scalar sink, this rank's ledger and the
         epoch's tally of every rank (their hosts and devices told once, when not known)."""
         self.timeline: Any = Timeline(origin=self.ctx.t0) if self.spec.timeline else None
-        sampler = None
-        if self.timeline is not None:  # GPUs are polled only for a CUDA rank
-            sampler = ResourceSampler(gpus=None if self.device.type == "cuda" else [])
+        gpus = None if self.device.type == "cuda" else []  # GPUs are polled only for a CUDA rank
+        sampler = ResourceSampler(gpus=gpus) if self.timeline is not None else None
         self.sink = ScalarSink()
         self.ledger = RankLedger(self.rank, self.timeline, self.ctx.t0, sampler)
         hosts, devices = self.ctx.hosts, self.ctx.devices
@@ -412,14 +411,15 @@ class RankEngine(EngineState):
         )
 
     def _counts(self) -> list[int]:
-        """ElChe's counts, cut to 1/reports_per_epoch of the epoch (reports fall on window ends),
-        but to no less than a batch per rank (a rank with 0 would never run what it holds); a
-        static window grown by the epoch's tail (:func:`with_tail`)."""
+        """ElChe's counts: cut to 1/reports_per_epoch of the epoch (reports fall on window ends;
+        :func:`~._worklist.cut_to`), or a static window's grown by its tail (:func:`with_tail`)."""
         n, e = self.spec.reports_per_epoch, self.elche
         if n > 1:
             return e.clamp_total(max(self.world, self.batches_per_epoch // n))
-        done = sum(r["batches"] for r in self.tally.ranks)
-        return e.counts if self.elastic else with_tail(e.counts, self.batches_per_epoch - int(done))
+        return e.counts if self.elastic else with_tail(e.counts, self._left_in_epoch())
+
+    def _left_in_epoch(self) -> int:
+        return self.batches_per_epoch - int(sum(r["batches"] for r in self.tally.ranks))
 
     def _window_work(self, epoch: int, members: tuple[int, ...]) -> WindowWork:
         """Elastic: this window's batches after the committed cursor, by ElChe's counts."""
@@ -435,10 +435,8 @@ class RankEngine(EngineState):
         waits, limit = False, mine
         if self.comm.has_counters:
             waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine, pace)
-        tail = int(sum(counts) * TAIL_FRACTION)
-        tails = isinstance(work, RankWork) and may_finish(pace)
-        finish = (lambda: work.left() <= tail) if tails else None
-        fill_late = waits and pace.outpaces
+        at = finish_at(counts, self._left_in_epoch(), pace) if isinstance(work, RankWork) else None
+        finish = (lambda: work.left() <= at) if at is not None else None
         return WindowGate(
             self.comm,
             self.world,
@@ -447,7 +445,7 @@ class RankEngine(EngineState):
             waits=waits,
             limit=limit,
             max_batch_diff=self.spec.max_batch_diff,
-            fill_late=fill_late,
+            fill_late=waits and pace.outpaces,
             settle=self._settle_slowdown,
             finish=finish,
         )
