@@ -170,6 +170,9 @@ def test_a_window_that_reaches_the_epochs_end_is_run_out_by_every_rank(left: int
     slow = Pace(outpaces=False, anyone_outpaces=True)
     assert finish_at([20, 10], left, slow) == left
     assert finish_at([20, 10], 31, slow) is None
+    # under a max_batch_diff the ranks stay within it: the tail rule only
+    assert finish_at([20, 10], left, slow, capped=True) is None
+    assert finish_at([20, 10], left, Pace(True, True), capped=True) == 7
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,9 @@
   ``limit`` extra batches, or it leads by ``max_batch_diff`` (*throttled*).
 - Either way, a rank at its count that finds the epoch nearly done runs the rest instead of
   stopping (:func:`finish_at`): every rank when the window's counts reach the epoch's end (the
-  pool's claims decide who runs what), else the tail (:data:`TAIL_FRACTION` of the window), but
-  not a slow-cohort rank beside a faster one: the faster ranks would wait for its slow batches.
+  pool's claims decide who runs what; not under a ``max_batch_diff``), else the tail
+  (:data:`TAIL_FRACTION` of the window), but not a slow-cohort rank beside a faster one: the
+  faster ranks would wait for its slow batches.
 - :func:`with_tail`: so a static window that would leave at most that share of itself in the
   epoch takes those batches in its counts, grown in proportion: the slow cohort's share of them
   too (else the faster ranks run them all while the slow ones wait at the round).
@@ -126,11 +127,7 @@ class WindowGate:
 
 
 def waiting(
-    async_: bool,
-    calibrated: bool,
-    overshoot: Overshoot,
-    mine: int,
-    pace: Pace,
+    async_: bool, calibrated: bool, overshoot: Overshoot, mine: int, pace: Pace
 ) -> tuple[bool, int]:
     """Whether a rank that ran its ``mine`` batches says "ready" and keeps training until every
     rank is, and for how many extra batches at most (module doc)."""
@@ -150,10 +147,11 @@ def with_tail(counts: Sequence[int], left: int) -> list[int]:
     return list(counts)
 
 
-def finish_at(counts: Sequence[int], left: int, pace: Pace) -> int | None:
+def finish_at(counts: Sequence[int], left: int, pace: Pace, capped: bool = False) -> int | None:
     """At most how many batches may be left for a rank at its count to run them all (``None``:
-    never), ``counts`` planned with ``left`` batches left in the epoch (module doc)."""
-    if (total := sum(counts)) >= left:
+    never), ``counts`` planned with ``left`` batches left in the epoch (module doc); ``capped``:
+    a ``max_batch_diff`` holds the ranks within it, so only a tail is run on."""
+    if (total := sum(counts)) >= left and not capped:
         return left
     return int(total * TAIL_FRACTION) if pace.outpaces or not pace.anyone_outpaces else None
 

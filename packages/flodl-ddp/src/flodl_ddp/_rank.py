@@ -435,7 +435,9 @@ class RankEngine(EngineState):
         waits, limit = False, mine
         if self.comm.has_counters:
             waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine, pace)
-        at = finish_at(counts, self._left_in_epoch(), pace) if isinstance(work, RankWork) else None
+        at, capped = None, self.spec.max_batch_diff is not None
+        if isinstance(work, RankWork):
+            at = finish_at(counts, self._left_in_epoch(), pace, capped)
         finish = (lambda: work.left() <= at) if at is not None else None
         return WindowGate(
             self.comm,
