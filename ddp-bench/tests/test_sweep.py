@@ -77,6 +77,11 @@ def test_sweep_trains_each_factor_and_reports(
     assert "| 1 | 2.00x | 2.00x | 1.80x | 90% | 1.60x | 80% | 10.0 |" in text
     assert "| 8 | 1.12x | 1.12x | 1.01x | 90% | 0.90x | 80% | 10.0 |" in text
     assert "Too short" not in text
+    # every two-rank run measures [900, 450] samples/s against 1000 and 500 alone: together
+    # 0.90, engine = speedup / (1.5 x 0.90): 1.35x -> 1.00, 1.20x -> 0.89
+    parts = text.split("Ranks together and engine")[1].split("Δ eval")[0]
+    assert "| Factor | cpu-cadence together | cpu-cadence engine | cpu-async together |" in parts
+    assert "| 2 | 0.90 | 1.00 | 0.90 | 0.89 |" in parts
     # the saved sweep reports again without training
     monkeypatch.setattr(runner, "run_one", None)
     again = parse(["--slow-factors", "1,2,8", "--output", str(out), "--report", "-"],
@@ -99,6 +104,7 @@ def test_render_sweep_eval_gaps_short_runs_and_missing_cells(
     # no solo-1: pair alone unknown; F = 4: ideal 1.25, cadence 1.125x *(short)*
     assert "| 4 | 1.25x | — | 1.12x *(short)* | 90% | 1.0 |" in text
     assert "**Too short to time**: 4 run(s)" in text
+    assert "| 4 | — | — |" in text  # no solo-1: no breakdown
     gaps = text.split("Δ eval vs solo-0:")[1]
     assert "| 1 | 95.0000 | -0.50 pp |" in gaps and "| 4 | 95.0000 | +1.00 pp |" in gaps
     assert re.search(r"ideal\*\* speedup over solo-0 is 1 \+ 1/F", text)

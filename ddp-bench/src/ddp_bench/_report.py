@@ -411,29 +411,41 @@ def _speed(r: RunRecord, rank: int) -> float | None:
     return statistics.median(xs) if xs else None
 
 
+def breakdown(
+    r: RunRecord, solo0: RunRecord, solo1: RunRecord
+) -> tuple[float, float, float, float] | None:
+    """A two-rank run's ``(speedup, pair alone, ranks together, engine)`` against the two devices
+    alone, ``speedup = pair alone x ranks together x engine`` (see :func:`_breakdown`'s text);
+    ``None`` when a run lacks the ranks' compute speeds or is not a two-rank run."""
+    alone = [_speed(solo0, 0), _speed(solo1, 0)]
+    ranks = [_speed(r, k) for k in range(2)]
+    if len(r.devices) != 2 or None in alone or None in ranks or not r.train_s:
+        return None
+    v0, v1 = alone  # type: ignore[misc]
+    speedup = solo0.train_s / r.train_s
+    pair = (v0 + v1) / v0
+    together = sum(ranks) / (v0 + v1)  # type: ignore[arg-type]
+    return speedup, pair, together, speedup / (pair * together)
+
+
 def _breakdown(ix: _Index) -> list[str]:
     """Each two-rank run's speedup over solo-0 as the product of three factors (see the
     section's text)."""
     rows = []
     for model, runs in ix.by_model.items():
-        solo = [ix.get(model, "solo-0"), ix.get(model, "solo-1")]
-        alone = [_speed(s, 0) if s else None for s in solo]
-        if solo[0] is None or None in alone:
+        solo0, solo1 = ix.get(model, "solo-0"), ix.get(model, "solo-1")
+        if solo0 is None or solo1 is None:
             continue
-        v0, v1 = alone  # type: ignore[misc]
         for r in runs:
-            ranks = [_speed(r, k) for k in range(2)]
-            if r.mode.startswith("solo") or len(r.devices) != 2 or None in ranks or not r.train_s:
+            parts = None if r.mode.startswith("solo") else breakdown(r, solo0, solo1)
+            if parts is None:
                 continue
-            speedup = solo[0].train_s / r.train_s
-            pair = (v0 + v1) / v0
-            together = sum(ranks) / (v0 + v1)  # type: ignore[arg-type]
-            engine = speedup / (pair * together)
+            speedup, pair, together, engine = parts
             rows.append(
                 [
                     model,
                     _tag(r),
-                    _flag(f"{speedup:.2f}x", r, solo[0]),
+                    _flag(f"{speedup:.2f}x", r, solo0),
                     f"{pair:.2f}x",
                     f"{together:.2f}",
                     f"{engine:.2f}",

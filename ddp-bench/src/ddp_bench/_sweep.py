@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ._cells import is_solo
 from ._record import RunRecord
-from ._report import MODE_ORDER, SHORT_S, _delta, _f, _flag, _model_key, _table
+from ._report import MODE_ORDER, SHORT_S, _delta, _f, _flag, _model_key, _table, breakdown
 
 TITLE = "ddp-bench slow-factor sweep"
 
@@ -70,6 +70,19 @@ def _eval_rows(factors: dict[float, dict[str, RunRecord]], modes: list[str]) -> 
     return rows
 
 
+def _parts_rows(factors: dict[float, dict[str, RunRecord]], modes: list[str]) -> list[list[str]]:
+    rows = []
+    for f, runs in sorted(factors.items()):
+        solo0, solo1 = _cell(runs, "solo-0"), _cell(runs, "solo-1")
+        row = [f"{f:g}"]
+        for mode in modes:
+            r = _cell(runs, mode)
+            parts = breakdown(r, solo0, solo1) if r and solo0 and solo1 else None
+            row += [f"{parts[2]:.2f}", f"{parts[3]:.2f}"] if parts else ["—", "—"]
+        rows.append(row)
+    return rows
+
+
 def _by_model(records: Sequence[RunRecord]) -> dict[str, dict[float, dict[str, RunRecord]]]:
     out: dict[str, dict[float, dict[str, RunRecord]]] = {}
     for r in sorted(records, key=_model_key):
@@ -96,8 +109,13 @@ def _intro(records: Sequence[RunRecord], factors: list[float]) -> list[str]:
         "time over solo-1's (the slowed device alone). Each mode's **speedup** is solo-0's "
         "training time over the mode's at the same factor (medians when cells ran several "
         "times); **of ideal** is the speedup over 1 + 1/F. **Δ eval** is the mode's eval minus "
-        "solo-0's at the same factor. Each factor's full report (timelines, idle time, the "
-        "speedup's breakdown into pair alone x ranks together x engine) is "
+        "solo-0's at the same factor. A run's speedup is the product of three factors (from "
+        "each cell's last run): pair alone (from the devices' compute speeds), **ranks "
+        "together** (the ranks' own speeds in the run over alone: how much the devices slowed "
+        "each other, which is the machine's) and **engine** (the share of those speeds the run "
+        "turned into training, against solo-0's share of its own: what flodl-ddp controls, and "
+        "what the machine's drift moves least). Each factor's full report (timelines, idle "
+        "time) is "
         "`slow-<F>/report.md` beside this one.",
     ]
     if any(r.bound_cores for r in records):
@@ -128,6 +146,11 @@ def render_sweep(records: Sequence[RunRecord], *, title: str = TITLE) -> str:
         for m in modes:
             head += [m, "of ideal"]
         lines += [f"## {model}", "", *_table([*head, "solo-0 (s)"], _speed_rows(per_factor, modes))]
+        lines += ["", "Ranks together and engine (the speedup's other two factors):", ""]
+        head = ["Factor"]
+        for m in modes:
+            head += [f"{m} together", f"{m} engine"]
+        lines += _table(head, _parts_rows(per_factor, modes))
         lines += ["", "Δ eval vs solo-0:", ""]
         lines += _table(["Factor", "solo-0", *modes], _eval_rows(per_factor, modes))
         lines.append("")
