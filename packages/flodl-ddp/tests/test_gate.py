@@ -148,19 +148,38 @@ def test_a_filling_rank_stops_after_one_more_count_when_the_slow_one_is_late() -
 
 
 @pytest.mark.parametrize(
-    ("outpaces", "anyone_outpaces", "expect"),
+    ("counts", "mine", "outpaces", "anyone_outpaces", "expect"),
     [
-        (False, False, 7),  # equal ranks: each may run the epoch's last 7 (a quarter of 30)
-        (True, True, 7),  # the fast rank beside a slow one: its batches are the short ones
+        ([15, 15], 15, False, False, 7),  # equal ranks: each may run the last 7 (a quarter of 30)
+        ([40, 10], 40, True, True, 12),  # the fast rank beside a slow one: the short batches
         # the slow rank beside a fast one: the fast rank, stopped at the round, would wait for
         # all of its slow batches (a pair 16x apart idled 2.7 s of a 5 s epoch that way)
-        (False, True, None),
+        ([40, 10], 10, False, True, None),
     ],
 )
 def test_only_a_rank_that_is_not_outpaced_runs_the_epochs_tail(
-    outpaces: bool, anyone_outpaces: bool, expect: int | None
+    counts: list[int], mine: int, outpaces: bool, anyone_outpaces: bool, expect: int | None
 ) -> None:
-    assert finish_at([20, 10], 100, Pace(outpaces, anyone_outpaces)) == expect
+    assert finish_at(counts, mine, 100, Pace(outpaces, anyone_outpaces), False) == expect
+
+
+@pytest.mark.parametrize(
+    ("counts", "expect"),
+    [
+        ([134, 70], 5),  # F = 1.9: a quarter of the window would be 51 batches, 5 at most alone
+        ([40, 10], 12),  # F = 4: up to 15 alone, the quarter (12) is less
+        ([160, 10], 42),  # F = 16: up to 153 alone, the quarter (42) is less
+    ],
+)
+def test_a_faster_rank_runs_a_tail_alone_only_while_sharing_it_would_not_pay(
+    counts: list[int], expect: int
+) -> None:
+    """Sharing a tail of L batches with a rank F times slower saves the fast one L / (F + 1) of
+    them and costs a round and the slow rank's batch in flight (~1 + F / 2): it runs the tail
+    alone up to (F + 1)(F + 2) / 2. At F = 2 with windows of [134, 70] and 256 batches an
+    epoch, the fast rank at its count with 48 left ran them all while the slow one idled ~400 ms
+    of each ~1.8 s epoch, then a window of the slow rank's last 4 batches left it idle in turn."""
+    assert finish_at(counts, counts[0], 1000, Pace(True, True), False) == expect
 
 
 @pytest.mark.parametrize("left", [30, 25])
@@ -168,11 +187,11 @@ def test_a_window_that_reaches_the_epochs_end_is_run_out_by_every_rank(left: int
     """Counts that cover what is left of the epoch: the slow rank too runs on past its count
     (the pool's claims stop it), instead of idling at the round until the epoch ends."""
     slow = Pace(outpaces=False, anyone_outpaces=True)
-    assert finish_at([20, 10], left, slow) == left
-    assert finish_at([20, 10], 31, slow) is None
+    assert finish_at([20, 10], 10, left, slow, False) == left
+    assert finish_at([20, 10], 10, 31, slow, False) is None
     # under a max_batch_diff the ranks stay within it: the tail rule only
-    assert finish_at([20, 10], left, slow, capped=True) is None
-    assert finish_at([20, 10], left, Pace(True, True), capped=True) == 7
+    assert finish_at([20, 10], 10, left, slow, True) is None
+    assert finish_at([20, 10], 20, left, Pace(True, True), True) == 6  # F = 2: 6 at most alone
 
 
 @pytest.mark.parametrize(

@@ -66,10 +66,8 @@ class Phase(enum.IntEnum):
 def _slow_cohort(smoothed: Sequence[float | None]) -> list[int]:
     """The ranks within ``COHORT_BAND`` of the slowest: ``ms >= (1 - COHORT_BAND) · slowest``
     (ranks without a reading, ``None``, are left out)."""
-    slowest = max(ms for ms in smoothed if ms is not None)
-    return [
-        r for r, ms in enumerate(smoothed) if ms is not None and ms >= (1 - COHORT_BAND) * slowest
-    ]
+    band = (1 - COHORT_BAND) * max(ms for ms in smoothed if ms is not None)
+    return [r for r, ms in enumerate(smoothed) if ms is not None and ms >= band]
 
 
 def _round_half_up(x: float) -> int:
@@ -519,11 +517,8 @@ class ElChe:
         than ``max_batch_diff``."""
         if not self.relax_up or self._anchor >= self.max_anchor:
             return False
-        self._anchor += 1
-        if (
-            self.max_batch_diff is not None
-            and max(self._targets()) - self._anchor > self.max_batch_diff
-        ):
+        self._anchor, diff = self._anchor + 1, self.max_batch_diff
+        if diff is not None and max(self._targets()) - self._anchor > diff:
             self._anchor -= 1
             return False
         self._update_counts(first=not self.calibrated)

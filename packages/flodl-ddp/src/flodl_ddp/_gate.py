@@ -14,9 +14,10 @@
   ``limit`` extra batches, or it leads by ``max_batch_diff`` (*throttled*).
 - Either way, a rank at its count that finds the epoch nearly done runs the rest instead of
   stopping (:func:`finish_at`): every rank when the window's counts reach the epoch's end (the
-  pool's claims decide who runs what; not under a ``max_batch_diff``), else the tail
-  (:data:`TAIL_FRACTION` of the window), but not a slow-cohort rank beside a faster one: the
-  faster ranks would wait for its slow batches.
+  pool's claims decide; not under a ``max_batch_diff``), else a tail of :data:`TAIL_FRACTION` of
+  the window, not run by a slow-cohort rank beside a faster one (who would wait for its slow
+  batches), nor by a faster one beyond ``(F + 1)(F + 2) / 2`` batches beside ranks ``F`` times
+  slower (they would idle through it; a next window shares it out).
 - :func:`with_tail`: so a static window that would leave at most that share of itself in the
   epoch takes those batches in its counts, grown in proportion: the slow cohort's share of them
   too (else the faster ranks run them all while the slow ones wait at the round).
@@ -147,13 +148,16 @@ def with_tail(counts: Sequence[int], left: int) -> list[int]:
     return list(counts)
 
 
-def finish_at(counts: Sequence[int], left: int, pace: Pace, capped: bool = False) -> int | None:
-    """At most how many batches may be left for a rank at its count to run them all (``None``:
-    never), ``counts`` planned with ``left`` batches left in the epoch (module doc); ``capped``:
-    a ``max_batch_diff`` holds the ranks within it, so only a tail is run on."""
+def finish_at(counts: Sequence[int], mine: int, left: int, pace: Pace, capped: bool) -> int | None:
+    """At most how many batches may be left for a rank at its count ``mine`` to run them all
+    (``None``: never), ``counts`` planned with ``left`` batches left in the epoch (module doc);
+    ``capped``: a ``max_batch_diff`` holds the ranks within it, so only a tail is run on."""
     if (total := sum(counts)) >= left and not capped:
         return left
-    return int(total * TAIL_FRACTION) if pace.outpaces or not pace.anyone_outpaces else None
+    tail, f = int(total * TAIL_FRACTION), mine / min((c for c in counts if c > 0), default=1)
+    # in fast batches: sharing a tail of L saves L/(F+1), costs a round and half a slow batch
+    alone = min(tail, int((f + 1) * (f + 2) / 2))
+    return alone if pace.outpaces else None if pace.anyone_outpaces else tail
 
 
 def auto_overshoot(batches_per_epoch: int) -> int:

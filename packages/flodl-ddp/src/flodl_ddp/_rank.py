@@ -437,7 +437,7 @@ class RankEngine(EngineState):
             waits, limit = waiting(async_, self.elche.calibrated, self.overshoot, mine, pace)
         at, capped = None, self.spec.max_batch_diff is not None
         if isinstance(work, RankWork):
-            at = finish_at(counts, self._left_in_epoch(), pace, capped)
+            at = finish_at(counts, mine, self._left_in_epoch(), pace, capped)
         finish = (lambda: work.left() <= at) if at is not None else None
         return WindowGate(
             self.comm,
