@@ -437,7 +437,7 @@ def _breakdown(ix: _Index) -> list[str]:
         if solo0 is None or solo1 is None:
             continue
         for r in runs:
-            parts = None if r.mode.startswith("solo") else breakdown(r, solo0, solo1)
+            parts = breakdown(r, solo0, solo1)  # None for solo runs: one device
             if parts is None:
                 continue
             speedup, pair, together, engine = parts
