@@ -199,7 +199,8 @@ def test_a_window_that_reaches_the_epochs_end_is_run_out_by_every_rank(left: int
     [
         ([38, 19], 62, [41, 21]),  # a tail of 5 (<= 14): shared 2 : 1, the slow rank's too
         ([40, 0], 45, [45, 0]),  # a benched rank stays out
-        ([20, 10], 62, [20, 10]),  # 32 more than a quarter of the window: a window of its own
+        ([20, 10], 45, [30, 15]),  # a tail of half the window: nearer one window than two
+        ([20, 10], 46, [20, 10]),  # 16 more, over half the window: a window of its own
         ([230, 10], 62, [230, 10]),  # the counts cover the epoch already
         ([38, 19], 57, [38, 19]),  # no tail
         ([0, 0], 5, [0, 0]),

@@ -18,9 +18,9 @@
   the window, not run by a slow-cohort rank beside a faster one (who would wait for its slow
   batches), nor by a faster one beyond ``(F + 1)(F + 2) / 2`` batches beside ranks ``F`` times
   slower (they would idle through it; a next window shares it out).
-- :func:`with_tail`: so a static window that would leave at most that share of itself in the
-  epoch takes those batches in its counts, grown in proportion: the slow cohort's share of them
-  too (else the faster ranks run them all while the slow ones wait at the round).
+- :func:`with_tail`: a static window that would leave at most half of itself in the epoch takes
+  those batches in its counts, grown in proportion (the slow cohort's share too, else the faster
+  ranks run them all while the slow ones wait at the round).
 - A waiting rank whose "ready" completed the set, if it outpaces the slow cohort, keeps
   training until every other rank has stopped.
 
@@ -38,7 +38,7 @@ from ._partition import split_sizes
 PROBE_REACH = 32
 """In a probe window a rank that ran its count trains at most this many counts more."""
 TAIL_FRACTION = 0.25
-"""An epoch's last batches join the window before when they are at most this share of it."""
+"""At its count a rank runs the epoch's rest when it is at most this share of its window."""
 
 
 class Pace(NamedTuple):
@@ -141,9 +141,9 @@ def waiting(
 
 def with_tail(counts: Sequence[int], left: int) -> list[int]:
     """The counts of a window, grown to the epoch's ``left`` batches when it would leave at most
-    :data:`TAIL_FRACTION` of itself (module doc)."""
+    half of itself (module doc)."""
     total = sum(counts)
-    if 0 < total < left <= total + int(total * TAIL_FRACTION):
+    if 0 < total < left <= total + total // 2:
         return split_sizes(left, counts)
     return list(counts)
 
