@@ -197,7 +197,7 @@ def test_a_window_that_reaches_the_epochs_end_is_run_out_by_every_rank(left: int
 @pytest.mark.parametrize(
     ("counts", "left", "expected"),
     [
-        ([38, 19], 62, [41, 21]),  # a tail of 5 (<= 14): shared 2 : 1, the slow rank's too
+        ([38, 19], 62, [41, 21]),  # a tail of 5 (<= 28): shared 2 : 1, the slow rank's too
         ([40, 0], 45, [45, 0]),  # a benched rank stays out
         ([20, 10], 45, [30, 15]),  # a tail of half the window: nearer one window than two
         ([20, 10], 46, [20, 10]),  # 16 more, over half the window: a window of its own
