@@ -67,6 +67,26 @@ def test_distributed_path_through_flodl_ddp(fdl: Fdl, tmp_path: Path) -> None:
                cwd=tmp_path / "d", timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "r" / "model.fdl").is_file()
+    zero = fdl("train", "--", "--ranks", "0", cwd=tmp_path / "d")
+    assert zero.returncode == 2 and "--ranks must be 1 or more, got 0" in zero.stderr
+
+
+def test_several_processes_without_flodl_ddp_say_how_to_install_it(
+    fdl: Fdl, tmp_path: Path
+) -> None:
+    assert fdl("init", "d", "--no-wheels", cwd=tmp_path).returncode == 0
+    blocked = (  # the project's train.py where flodl_ddp cannot be imported
+        "import runpy, sys; sys.modules['flodl_ddp'] = None; "
+        "sys.argv = ['train.py', '--ranks', '2', '--epochs', '1', '--out', 'r']; "
+        "runpy.run_path('train.py', run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", blocked], cwd=tmp_path / "d", capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "this project's `ddp` extra" in proc.stderr and "-e '.[dev,ddp]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_pins_torch_and_says_where_flodl_comes_from(fdl: Fdl, tmp_path: Path) -> None:
@@ -94,6 +114,7 @@ def test_rendered_from_a_clone_names_it() -> None:
     assert "pip wheel --no-deps -w wheels '/src/flo dl'/packages/flodl-*" in readme
     script = files["fdl"]
     assert "'/src/flo dl'" in script and '--find-links "$WHEELS"' in script
+    assert 'pip_install -e "$ROOT[dev,ddp]"' in script  # train.py's --ranks / --gpus path
     assert "{{" not in "".join(files.values())
 
 
