@@ -49,7 +49,8 @@ can at best train ``1 + 1/F`` times as fast as the fast rank alone (F = 1: equal
 factor, solo, ..., for ``--rounds`` rounds (default modes cpu-cadence and cpu-async; no torch
 DDP). Each pair run's ratio is taken against the better of the two solo runs around it; per
 factor the table gives the fast rank alone, each mode's median ratio (low-high over the rounds),
-the ideal and the mode's share of it. The ranks are bound to their own cores where the machine
+its median ratio against the mean of those two solo runs (``vs mean``), the ideal and the mode's
+share of it (from the first ratio). The ranks are bound to their own cores where the machine
 has two (flodl's ``.bind_cores(True)``), and the solo run to the fast rank's core. Two cores of
 one machine still share caches and memory bandwidth, so each round starts with a probe
 (``contention_probe`` in ``_ddp_task.py``): two one-thread processes on those cores train the
@@ -299,12 +300,11 @@ def main() -> None:
 
     m = measure(args, x, y, runs)
     solo, sps, loss, notes = m.solo, m.sps, m.loss, m.notes
-    # Each run against the better solo run around it: the reference least slowed by the machine.
-    ref = [max(solo[i], solo[i + 1]) for i in range(args.rounds)]
-    ratios = {n: [v / r for v, r in zip(sps[n], ref, strict=True)] for n in runs}
-    # ... and against their mean: the machine's speed at that moment, were its drift linear.
-    mid = [(solo[i] + solo[i + 1]) / 2 for i in range(args.rounds)]
-    centred = {n: _median([v / r for v, r in zip(sps[n], mid, strict=True)]) for n in runs}
+    # Each run against the better solo run around it (the reference least slowed by the
+    # machine), and against their mean (the machine's speed at that moment).
+    before, after = solo[: args.rounds], solo[1 : args.rounds + 1]
+    ratios = {n: against_solo(sps[n], before, after) for n in runs}
+    centred = {n: _median(against_mean(sps[n], before, after)) for n in runs}
     _report(args, solo, sps, ratios, centred, loss, notes)
     if DDP in sps:
         for name, pairs in m.paired.items():
@@ -408,6 +408,12 @@ def against_solo(values: list[float], before: list[float], after: list[float]) -
     return [v / max(a, b) for v, a, b in zip(values, before, after, strict=True)]
 
 
+def against_mean(values: list[float], before: list[float], after: list[float]) -> list[float]:
+    """Each run's throughput over the mean of the solo runs just before and just after it (the
+    machine's speed at the run's time, were its drift linear: no bias either way)."""
+    return [2 * v / (a + b) for v, a, b in zip(values, before, after, strict=True)]
+
+
 def together_ratios(probes: list[dict[str, Any]], factor: float) -> list[list[float]]:
     """Per rank, over the rounds: its working speed beside the other rank (slowed ``factor``
     times) over its speed alone."""
@@ -439,6 +445,8 @@ class Sweep:
     """Per (factor, mode), one throughput per round."""
     ratios: dict[tuple[float, str], list[float]] = field(default_factory=dict)
     """Per (factor, mode), each round's run over the better solo around it."""
+    centred: dict[tuple[float, str], list[float]] = field(default_factory=dict)
+    """Per (factor, mode), each round's run over the mean of the two solos around it."""
     notes: dict[tuple[float, str], str] = field(default_factory=dict)
     probes: list[dict[str, Any]] = field(default_factory=list)
     losses: dict[tuple[float, str], list[float]] = field(default_factory=dict)
@@ -483,6 +491,7 @@ def measure_sweep(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor,
         before, after = [sweep.solo[i] for i in at], [sweep.solo[i + 1] for i in at]
         for mode in sweep.modes:
             sweep.ratios[(f, mode)] = against_solo(sweep.sps[(f, mode)], before, after)
+            sweep.centred[(f, mode)] = against_mean(sweep.sps[(f, mode)], before, after)
     return sweep
 
 
@@ -499,16 +508,17 @@ def factor_table(sweep: Sweep, f: float) -> list[str]:
     who = "equal ranks" if f == 1 else f"rank 1 slowed {f:g}x"
     lines = [
         f"slow factor {f:g} ({who}): ideal 1 + 1/{f:g} = {ideal(f):.2f}x the fast rank alone",
-        f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'(low-high)':>12}{'ideal':>8}"
-        f"{'of ideal':>10}{'loss/solo':>11}  notes",
-        f"{'fast rank alone':<24}{_median(solos):>12.0f}{1.0:>9.2f}x{'':>12}{'':>8}{'':>10}  "
-        f"{len(solos)} runs ({min(solos):.0f}-{max(solos):.0f} samples/s)",
+        f"{'run':<24}{'samples/s':>12}{'vs alone':>10}{'(low-high)':>12}{'vs mean':>9}"
+        f"{'ideal':>8}{'of ideal':>10}{'loss/solo':>11}  notes",
+        f"{'fast rank alone':<24}{_median(solos):>12.0f}{1.0:>9.2f}x{'':>12}{'':>9}{'':>8}{'':>10}"
+        f"  {len(solos)} runs ({min(solos):.0f}-{max(solos):.0f} samples/s)",
     ]
     for mode in sweep.modes:
         r = sweep.ratios[(f, mode)]
         lines.append(
             f"{'flodl ' + mode:<24}{_median(sweep.sps[(f, mode)]):>12.0f}{_median(r):>9.2f}x"
-            f"{_spread(r):>12}{ideal(f):>7.2f}x{_median(r) / ideal(f):>10.0%}"
+            f"{_spread(r):>12}{_median(sweep.centred[(f, mode)]):>8.2f}x"
+            f"{ideal(f):>7.2f}x{_median(r) / ideal(f):>10.0%}"
             f"{loss_ratio(sweep, f, mode):>11.3f}  {sweep.notes[(f, mode)]}"
         )
     fast, slow = together_ratios(sweep.probes, f)

@@ -72,6 +72,8 @@ def test_ideal_and_ratios(hetero: ModuleType) -> None:
     assert hetero.ideal(1) == 2.0 and hetero.ideal(4) == 1.25 and hetero.ideal(16) == 1.0625
     # each run against the better of the solo runs around it
     assert hetero.against_solo([150.0, 120.0], [100.0, 80.0], [90.0, 100.0]) == [1.5, 1.2]
+    # ... and against their mean
+    assert hetero.against_mean([150.0, 180.0], [100.0, 80.0], [200.0, 100.0]) == [1.0, 2.0]
     probes = [
         {"alone": [100.0, 50.0], "together": {2.0: [90.0, 45.0], 4.0: [95.0, 40.0]}},
         {"alone": [200.0, 100.0], "together": {2.0: [160.0, 100.0]}},
@@ -94,9 +96,9 @@ def _sweep(hetero: ModuleType) -> object:
     for f in s.factors:
         at = [i for i, g in enumerate(s.groups) if g == f]
         for m in s.modes:
-            s.ratios[(f, m)] = hetero.against_solo(
-                s.sps[(f, m)], [s.solo[i] for i in at], [s.solo[i + 1] for i in at]
-            )
+            around = [s.solo[i] for i in at], [s.solo[i + 1] for i in at]
+            s.ratios[(f, m)] = hetero.against_solo(s.sps[(f, m)], *around)
+            s.centred[(f, m)] = hetero.against_mean(s.sps[(f, m)], *around)
             s.notes[(f, m)] = f"note {m}"
     s.losses = {(0.0, "solo"): [0.50, 0.40, 0.45, 0.60]}  # median 0.475
     for m, lo in (("cpu-cadence", [0.38, 0.40]), ("cpu-async", [0.50, 0.55])):
@@ -113,20 +115,22 @@ def test_factor_table(hetero: ModuleType) -> None:
     s = _sweep(hetero)
     one = hetero.factor_table(s, 1.0)
     assert one[0] == "slow factor 1 (equal ranks): ideal 1 + 1/1 = 2.00x the fast rank alone"
-    assert "vs alone" in one[1] and "ideal" in one[1] and "of ideal" in one[1]
+    assert "vs alone" in one[1] and "vs mean" in one[1] and "of ideal" in one[1]
     # solo runs around factor 1's groups: 1000, 1000 (round 1) and 1100, 1100 (round 2)
     assert one[2].startswith("fast rank alone") and "2 runs (1000-1100 samples/s)" in one[2]
     # cadence: 1800 / 1000 = 1.80 and 1900 / 1100 = 1.727: median 1.764, 88 % of 2.0
     cadence = one[3].split()
     assert cadence[:4] == ["flodl", "cpu-cadence", "1850", "1.76x"]
-    assert cadence[4:8] == ["1.73-1.80", "2.00x", "88%", "0.821"]  # loss 0.39 / 0.475
+    # the solos around each run are equal here: vs mean = vs alone
+    assert cadence[4:9] == ["1.73-1.80", "1.76x", "2.00x", "88%", "0.821"]  # loss 0.39 / 0.475
     assert one[3].endswith("note cpu-cadence") and "loss/solo" in one[1]
     assert one[5].startswith("ranks together vs each alone: fast rank 0.92 (0.90-0.94), slow "
                              "rank 0.94 (0.92-0.96)")  # fmt: skip
     four = hetero.factor_table(s, 4.0)
     assert four[0].startswith("slow factor 4 (rank 1 slowed 4x): ideal 1 + 1/4 = 1.25x")
-    # cadence: 1200 / 1100 (the better solo around it) and 1375 / 1100: 1.09, 1.25; median 1.17
-    assert four[3].split()[3:7] == ["1.17x", "1.09-1.25", "1.25x", "94%"]
+    # cadence: 1200 / 1100 (the better solo around it) and 1375 / 1100: 1.09, 1.25; median 1.17;
+    # against the mean of the solos around each (1050): 1.143 and 1.310, median 1.23
+    assert four[3].split()[3:8] == ["1.17x", "1.09-1.25", "1.23x", "1.25x", "94%"]
 
 
 def test_summary_table(hetero: ModuleType) -> None:
