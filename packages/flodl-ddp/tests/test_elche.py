@@ -534,10 +534,12 @@ def test_a_rank_that_costs_more_than_it_adds_is_benched_then_measured_again() ->
 def test_a_short_epoch_judges_the_slowest_rank_over_the_whole_epoch() -> None:
     """Epochs shorter than a window: every window is cut, so only the epoch rule judges."""
     e = ElChe(2)
-    reach_stable(e, [1.5, 30.0], 1.0)
+    # readings of rank 1 8x behind: its return (one 12 ms batch) costs no more than it adds in
+    # an epoch of 100 ms, so it sits out 1, 2, 4 ... epochs (the floor: next test)
+    reach_stable(e, [1.5, 12.0], 1.0)
     e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0], [5.0, 38.0])  # Warmup: not judged
     assert e.benched == []
-    feed(e, [1.5, 30.0], 1.0, cut=True)  # Stable
+    feed(e, [1.5, 12.0], 1.0, cut=True)  # Stable
     # rank 1's 2 batches saved rank 0 3 ms; rank 0 waited 5 of its 100 ms for it
     e.judge_epoch([100.0, 98.0], [60, 2], [90.0, 60.0], [5.0, 38.0])
     assert e.benched == [1] and e.counts == [e.anchor, 0]
@@ -560,6 +562,21 @@ def test_a_short_epoch_judges_the_slowest_rank_over_the_whole_epoch() -> None:
     feed(q, [10.0, 10.0], 1.0)
     q.judge_epoch([330.0, 330.0], [31, 31], [310.0, 310.0], [5.0, 5.0])
     assert q.benched == []
+
+
+def test_a_rank_whose_one_batch_outlasts_the_epoch_is_benched_before_stable() -> None:
+    """Before Stable only a rank whose one batch outlasts the fastest's whole epoch of compute
+    is judged; it sits out until its return (it costs up to one of its batches) costs no more
+    than it adds meanwhile."""
+    e = ElChe(2)
+    feed(e, [1.0, 200.0], 1.0, cut=True)  # first calibration: Warmup
+    # rank 0: 50 batches of 1 ms, then 150 ms waiting for rank 1's one batch of 200 ms
+    e.judge_epoch([200.0, 200.0], [50, 1], [50.0, 200.0], [150.0, 0.0])
+    assert e.phase is Phase.WARMUP and e.benched == [1]
+    # it adds 1/200 of rank 0, 1 ms an epoch of 200 ms: 200 epochs pay for one 200 ms return
+    for _ in range(200):
+        assert e.reprobe() == []
+    assert e.reprobe() == [1]
 
 
 def test_members_rebalance_the_survivors_and_measure_a_rejoining_rank_afresh() -> None:

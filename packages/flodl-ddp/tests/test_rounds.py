@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,35 @@ def test_a_stale_data_left_does_not_cost_an_empty_window(
 
     for res in thread_ranks(2, body):
         assert res == [finished, [5, 5], peeked]
+
+
+def _bench_rank_1(r: AveragingRound) -> None:
+    """Rank 1's one batch outlasts rank 0's epoch: benched at the epoch's end."""
+    r.elche.judge_epoch([200.0, 200.0], [50, 1], [50.0, 200.0], [150.0, 0.0])
+    assert r.elche.benched == [1]
+
+
+def test_a_benched_ranks_wait_is_not_what_the_round_costs() -> None:
+    r = _round(False, NoGuard())
+    r.elche.max_anchor = 200
+    for _ in range(5):
+        _feed(r)  # Stable
+    _bench_rank_1(r)
+    anchor = r.elche.anchor
+    # rank 0: 100 ms of compute and 1.5 ms to pass the window's end; rank 1, benched, waited
+    # through the window: the overhead is 1.5 / 100, not 100 / 100
+    got = [{"ms": 100.0, "div": 0.0, "sync_ms": 1.0, "boundary_ms": 1.5},
+           {"ms": 0.0, "div": 0.0, "sync_ms": 1.0, "boundary_ms": 100.0}]  # fmt: skip
+    r.feed(Arrival([20, 0], False, False), got, (0, 1), False, 0.1)
+    # alone, rank 0 aims at the floor 0.01: ceil(anchor · 0.015 / 0.01)
+    assert r.elche.anchor == math.ceil(anchor * 1.5)
+
+
+def test_a_benched_rank_with_no_data_cuts_no_window() -> None:
+    def body(comm: Any) -> bool:
+        r = _round(False, NoGuard(), comm, _NoAverage())
+        _bench_rank_1(r)
+        report = WindowReport(1, 5 if comm.rank == 0 else 0, comm.rank == 0, False, 0.01, 0.0)
+        return r.average(report, (0, 1)).cut
+
+    assert thread_ranks(2, body) == [False, False]

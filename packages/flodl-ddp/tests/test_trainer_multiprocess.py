@@ -220,8 +220,9 @@ def test_a_rank_slower_than_a_short_epoch_sits_epochs_out(
     """Epochs of 8 batches that a window never fits in (every window is cut: the round rule
     never judges), beside a rank whose one batch (slowed 40x, 20 ms or more) outlasts the fast
     rank's whole epoch: the fast one waits longer than the slow one saves it, so the epoch rule
-    benches the slow one; it sits epochs out (it runs none of their batches) and is tried again.
-    Every sample still runs once per epoch."""
+    benches the slow one without waiting for Stable. Its return would cost the fast rank one of
+    its batches, more than it adds in this run's epochs, so it sits out (it runs none of their
+    batches) to the end. Every sample still runs once per epoch."""
     handle = _run_counting_ids(
         tmp_path, monkeypatch, 256, 10, lambda b: b.slowdown({1: 40.0}), seed=5
     )
@@ -229,8 +230,8 @@ def test_a_rank_slower_than_a_short_epoch_sits_epochs_out(
     tl = handle.timeline()
     assert tl is not None
     kinds = [e.kind for e in tl.events]
-    assert "benched" in kinds and "reprobe" in kinds, (kinds, shares)
-    assert 0.0 in shares[5:], shares  # whole epochs sat out once Stable
+    trained = [e for e, share in enumerate(shares) if share > 0.0]
+    assert "benched" in kinds and all(e <= 2 for e in trained), (kinds, shares)
 
 
 def test_comm_bytes_count_each_averaging(cadence_run: dict[str, Any]) -> None:

@@ -75,9 +75,7 @@ def _tensor_bytes(obj: Any) -> int:
         return obj.numel() * obj.element_size()
     if isinstance(obj, dict):
         obj = list(obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in obj)
-    return 0
+    return sum(_tensor_bytes(v) for v in obj) if isinstance(obj, (list, tuple)) else 0
 
 
 class StateTransport:

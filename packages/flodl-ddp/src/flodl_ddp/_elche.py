@@ -380,7 +380,8 @@ class ElChe:
     def _bench(self, rank: int, gain: float, overhead: float, *, at_end: bool) -> None:
         self._benched.append(rank)
         self.last_bench = (rank, gain, overhead)
-        self._sit_out.bench(at_end=at_end)
+        speeds = [s for r in [*self._active(), rank] if (s := self._smoothed[r])] or [0.0]
+        self._sit_out.bench(at_end=at_end, slow_ms=max(speeds), fast_ms=min(speeds))
         if self._anchor_rank == rank:
             self._anchor_rank = self._elect(self._member_speeds())
             self._slow_ms = float(self._smoothed[self._anchor_rank] or self._slow_ms)
@@ -393,12 +394,13 @@ class ElChe:
         idle_ms: Sequence[float],
     ) -> None:
         """An epoch's end (identical on every rank): per rank its epoch's wall, compute and idle
-        milliseconds and batches. From Stable on, a slowest rank that did not pay for itself
-        over the epoch is benched (``_payoff``)."""
+        milliseconds and batches. A slowest rank that did not pay for itself over the epoch is
+        benched (``_payoff``: from Stable on, before only if one of its batches outlasts it)."""
         cost = epoch_cost(wall_ms, batches, compute_ms, idle_ms, self._active())
         out = self._sit_out
-        if cost is None or self.phase < Phase.STABLE:
+        if cost is None or (self.phase < Phase.STABLE and not cost.outlasts):
             return
+        out.wall_ms = cost.wall
         if out.whole:
             out.without_ms = cost.spent
         elif not self._benched and len(self._active()) > 1:

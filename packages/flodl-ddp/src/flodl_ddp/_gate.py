@@ -143,9 +143,7 @@ def with_tail(counts: Sequence[int], left: int) -> list[int]:
     """The counts of a window, grown to the epoch's ``left`` batches when it would leave at most
     half of itself (module doc)."""
     total = sum(counts)
-    if 0 < total < left <= total + total // 2:
-        return split_sizes(left, counts)
-    return list(counts)
+    return split_sizes(left, counts) if 0 < total < left <= total + total // 2 else list(counts)
 
 
 def finish_at(counts: Sequence[int], mine: int, left: int, pace: Pace, capped: bool) -> int | None:

@@ -1,10 +1,7 @@
 """Whether the slowest training rank pays for itself over a whole epoch, and how long a benched
-rank sits out.
-
-ElChe's round rule benches a rank whose rounds cost more than the ranks add, but it judges only
-windows the epoch's end did not cut: when an epoch is shorter than one window (a small model's
-epochs: every window is cut), nothing was ever judged. The epoch rule closes that gap, from the
-epoch's numbers (identical on every rank):
+rank sits out. ElChe's round rule judges only windows the epoch's end did not cut, so on epochs
+shorter than a window (a small model's) nothing was judged. The epoch rule closes that gap, from
+the epoch's numbers (identical on every rank):
 
 - the fastest training rank computed ``c`` ms for its ``n`` batches in its epoch of ``wall`` ms;
   the slowest one ran ``n_s`` batches, which **saved** the fastest ``n_s · c / n`` ms of work,
@@ -13,16 +10,19 @@ epoch's numbers (identical on every rank):
 - ``without``: what the fastest spent not computing in the last epoch the slowest sat out in
   full; before any, ``spent - waited`` (a benched rank still joins the rounds: only the waits
   go with it);
-- the slowest pays for itself when ``saved > spent - without``; otherwise it is benched.
+- the slowest pays for itself when ``saved > spent - without``; otherwise it is benched. ElChe
+  judges from Stable on; before, only a slowest rank one of whose batches **outlasts** ``c``.
 
-A benched rank sits out ``length`` epochs (a rank benched mid-epoch by the round rule: the rest
-of that epoch and ``length - 1`` more), then trains again and is judged anew. ``length`` starts at
-1 and doubles, up to ``MAX_SIT_OUT``, each time a rank is benched in the epoch it came back in;
-an epoch in which the slowest pays for itself sets it back to 1.
+A benched rank sits out ``max(length, floor)`` epochs (benched mid-epoch: the rest of it counts
+as one). ``length`` starts at 1 and doubles, up to ``MAX_SIT_OUT``, each time a rank is benched
+in the epoch it came back in; an epoch in which the slowest pays sets it back to 1. ``floor =
+ceil(ms_s² / (ms_f · wall))`` (its and the fastest's ms per batch, the last judged ``wall``): a
+return costs the fastest up to one batch of the rank, which it adds back in that many epochs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,14 +34,15 @@ MAX_SIT_OUT = 16
 @dataclass(frozen=True)
 class EpochCost:
     """One epoch's verdict inputs (milliseconds): ``slowest`` rank, what its batches ``saved``
-    the fastest, what the fastest ``spent`` not computing, of it ``waited`` at arrivals, and the
-    fastest's ``wall``."""
+    the fastest, what the fastest ``spent`` not computing, of it ``waited`` at arrivals, the
+    fastest's ``wall``, and whether one batch of the slowest ``outlasts`` the fastest's compute."""
 
     slowest: int
     saved: float
     spent: float
     waited: float
     wall: float
+    outlasts: bool = False
 
 
 def epoch_cost(
@@ -61,7 +62,8 @@ def epoch_cost(
         return None
     slow = max(ranks, key=lambda r: (ms[r], r))
     spent = max(0.0, wall_ms[fast] - compute_ms[fast])
-    return EpochCost(slow, batches[slow] * ms[fast], spent, idle_ms[fast], wall_ms[fast])
+    lone = slow in ran and ms[slow] > compute_ms[fast]
+    return EpochCost(slow, batches[slow] * ms[fast], spent, idle_ms[fast], wall_ms[fast], lone)
 
 
 @dataclass
@@ -78,17 +80,19 @@ class SitOut:
     """This epoch started with a rank benched: it sits out all of it."""
     without_ms: float | None = None
     """What the fastest rank spent not computing in the last epoch sat out in full."""
+    wall_ms: float | None = None
+    """The fastest rank's wall time in the last epoch judged."""
 
-    def bench(self, *, at_end: bool) -> None:
-        """A rank was benched, at an epoch's end or during it (module doc)."""
+    def bench(self, *, at_end: bool, slow_ms: float = 0.0, fast_ms: float = 0.0) -> None:
+        """A rank whose batch takes ``slow_ms`` (the fastest's ``fast_ms``) was benched."""
         if self.back:
             self.length = min(2 * self.length, MAX_SIT_OUT)
         self.back = False
-        self.left = self.length if at_end else self.length - 1
+        floor = math.ceil(slow_ms**2 / (fast_ms * self.wall_ms)) if fast_ms and self.wall_ms else 1
+        self.left = max(self.length, floor) - (0 if at_end else 1)
 
     def epoch_start(self, benched: bool) -> bool:
-        """A new epoch (``benched``: some rank is benched): whether the benched ranks train
-        again in it."""
+        """A new epoch (``benched``: some rank is benched): whether the benched train again."""
         self.whole = benched and self.left > 0
         self.back = benched and not self.whole
         self.left = max(0, self.left - 1)
@@ -110,5 +114,5 @@ class SitOut:
     def from_state(cls, v: dict[str, Any]) -> SitOut:
         """Back from ``dataclasses.asdict`` (a checkpoint's plain JSON types)."""
         ints, flags = (int(v["length"]), int(v["left"])), (bool(v["back"]), bool(v["whole"]))
-        without = None if v["without_ms"] is None else float(v["without_ms"])
-        return cls(*ints, *flags, without)
+        ms = [None if v.get(k) is None else float(v[k]) for k in ("without_ms", "wall_ms")]
+        return cls(*ints, *flags, *ms)

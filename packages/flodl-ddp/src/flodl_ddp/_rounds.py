@@ -37,7 +37,7 @@ logger = logging.getLogger("flodl.ddp")
 _BENCHED = (
     "ddp: rank %d adds less than its averaging rounds and waits cost the others (the other "
     "ranks add %.1f %% to the fastest, the rounds cost %.1f %%): it trains no batches for now; "
-    "it trains again after sitting out 1 epoch, then 2, 4 ... while it still does not pay"
+    "it sits out 1, 2, 4 ... epochs, longer where its return would cost more than it adds"
 )
 
 
@@ -126,7 +126,8 @@ class AveragingRound:
         finished = not any(g["more"] for g in here)
         if not finished and report.drained is not None and not any(g["hand"] for g in here):
             finished = report.drained()
-        cut = not all(g["more"] for g in here)
+        benched = self.elche.benched  # no data, no window to cut (nor, in feed, a round to price)
+        cut = not all(g["more"] for r, g in enumerate(got) if g is not None and r not in benched)
         idle_end = now()
         total = sum(actual)
         weights = [
@@ -170,8 +171,7 @@ class AveragingRound:
         self.feed(arrival, got, members, report.throttled, lr)
 
     def tell_benched(self, r: int) -> None:
-        """ElChe benched rank ``r`` (it costs more than it adds): said once in the log, and in
-        the timeline each time."""
+        """ElChe benched rank ``r``: said once in the log, and in the timeline each time."""
         _, gain, overhead = self.elche.last_bench or (r, 0.0, 0.0)
         if self.rank == min(self.elche.members):
             self.ledger.event("benched", rank=r, gain=gain, overhead=overhead)
@@ -182,8 +182,7 @@ class AveragingRound:
     def feed(
         self, arrival: Arrival, got: list[Any], members: Sequence[int], throttled: bool, lr: float
     ) -> None:
-        """The round's numbers (identical on every rank) to guard, ElChe, meta, overshoot.
-        A window cut short by the epoch's end (``arrival.cut``) never grows the anchor."""
+        """The round's numbers (identical on every rank) to guard, ElChe, meta, overshoot."""
         actual, here = arrival.actual, [g for g in got if g is not None]
         divs = [g["div"] for g in here]
         elche = self.elche
@@ -199,7 +198,7 @@ class AveragingRound:
         elif action.kind is ActionKind.STABLE and elche.relax_up:
             elche.relax_anchor_up()
         walls = [g["ms"] if g is not None else 0.0 for g in got]
-        boundary = max(g["boundary_ms"] for g in here)
+        boundary = max(g["boundary_ms"] for r, g in enumerate(got) if g and r not in benched)
         elche.report_timing(
             walls,
             actual,
