@@ -153,7 +153,7 @@ def test_a_benched_ranks_wait_is_not_what_the_round_costs() -> None:
     got = [{"ms": 100.0, "div": 0.0, "sync_ms": 1.0, "boundary_ms": 1.5},
            {"ms": 0.0, "div": 0.0, "sync_ms": 1.0, "boundary_ms": 100.0}]  # fmt: skip
     r.feed(Arrival([20, 0], False, False), got, (0, 1), False, 0.1)
-    # alone, rank 0 aims at the floor 0.01: ceil(anchor · 0.015 / 0.01)
+    # alone, rank 0 aims at the lowest overhead target, 0.01: ceil(anchor · 0.015 / 0.01)
     assert r.elche.anchor == math.ceil(anchor * 1.5)
 
 
