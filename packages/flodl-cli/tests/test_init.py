@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,42 @@ def test_distributed_path_through_flodl_ddp(fdl: Fdl, tmp_path: Path) -> None:
     assert (tmp_path / "r" / "model.fdl").is_file()
     zero = fdl("train", "--", "--ranks", "0", cwd=tmp_path / "d")
     assert zero.returncode == 2 and "--ranks must be 1 or more, got 0" in zero.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--epochs", "0"], "--epochs must be 1 or more, got 0"),
+        (["--batch-size", "-3"], "--batch-size must be 1 or more, got -3"),
+        (["--lr", "nan"], "--lr must be a positive number, got nan"),
+        (["--lr", "0"], "--lr must be a positive number, got 0.0"),
+        (["--seed", "-1"], "--seed must be 0 or more, got -1"),
+        (["--serve", "70000"], "--serve must be a port in 0..65535"),
+        (["--ranks", "2", "--mode", "bogus"], "--mode: unknown mode 'bogus'; valid names:"),
+        (["--mode", "cpu-async"], "--mode picks how several processes train: add --ranks N"),
+        (["--out", "/proc/no/such"], "--out /proc/no/such: cannot create it"),
+    ],
+)
+def test_scaffold_train_refuses_each_bad_option_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    argv: list[str], says: str,
+) -> None:  # fmt: skip
+    if "--mode" in argv and "--ranks" in argv:
+        pytest.importorskip("flodl_ddp")
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "train.py").write_text(render("p", "0.1.0", False)["train.py"])
+    spec = importlib.util.spec_from_file_location("scaffold_train", proj / "train.py")
+    assert spec is not None and spec.loader is not None
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    monkeypatch.chdir(proj)
+    monkeypatch.delenv("FLODL_WORLD_SIZE", raising=False)
+    monkeypatch.setattr(sys, "argv", ["train.py", *argv])
+    with pytest.raises(SystemExit) as e:
+        train.main()
+    assert e.value.code == 2 and says in capsys.readouterr().err
+    assert not (proj / "runs").exists()  # refused before anything was written
 
 
 def test_several_processes_without_flodl_ddp_say_how_to_install_it(
