@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    epochs = args.epochs or (3 if quick else 12)
+    epochs = (3 if quick else 12) if args.epochs is None else args.epochs
+    if epochs < 1:
+        parser.error(f"--epochs must be 1 or more, got {epochs}")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     amp_dtype = torch.float16 if device.startswith("cuda") else torch.bfloat16
 

@@ -111,7 +111,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=None, help="the MNIST file cache")
     parser.add_argument("--offline", action="store_true", help="never download")
     parser.add_argument("--synthetic", action="store_true", help="use the synthetic digits")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.epochs is not None and args.epochs < 1:
+        parser.error(f"--epochs must be 1 or more, got {args.epochs}")
+    return args
 
 
 def evaluate(model: Graph, test: Mnist) -> float:
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> tuple[str, float]:
     """Returns ``(data source, test accuracy)``."""
     args = parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    epochs = args.epochs or (2 if quick else 5)
+    epochs = (2 if quick else 5) if args.epochs is None else args.epochs
 
     # download=None lets fetch decide: download unless FLODL_OFFLINE=1.
     download = False if args.offline else None

@@ -47,7 +47,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     parser.add_argument("--out", type=Path, default=Path("runs/quickstart"))
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    args.epochs = args.epochs or (5 if quick else 30)
+    if args.epochs is None:
+        args.epochs = 5 if quick else 30
+    if args.serve is not None and not 0 <= args.serve <= 65535:
+        parser.error(f"--serve must be a port in 0..65535 (0: any free one), got {args.serve}")
     return parser, args
 
 

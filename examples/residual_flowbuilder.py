@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--quick", action="store_true", help="fewer epochs, for a smoke run")
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    epochs = args.epochs or (8 if quick else 40)
+    epochs = (8 if quick else 40) if args.epochs is None else args.epochs
+    if epochs < 1:
+        parser.error(f"--epochs must be 1 or more, got {epochs}")
 
     fc.manual_seed(0)
     model = build_graph()

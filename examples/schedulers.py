@@ -70,7 +70,10 @@ def cli(argv: list[str] | None = None) -> list[tuple[int, float, float]]:
     parser.add_argument("--quick", action="store_true", help="12 epochs, for a smoke run")
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    return main(epochs=args.epochs or (12 if quick else 40))
+    epochs = (12 if quick else 40) if args.epochs is None else args.epochs
+    if epochs < 1:
+        parser.error(f"--epochs must be 1 or more, got {epochs}")
+    return main(epochs=epochs)
 
 
 if __name__ == "__main__":

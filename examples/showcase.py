@@ -85,7 +85,10 @@ def cli(argv: list[str] | None = None) -> float:
     parser.add_argument("--quick", action="store_true", help="10 steps, for a smoke run")
     args = parser.parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    return main(args.steps or (10 if quick else 30))
+    steps = (10 if quick else 30) if args.steps is None else args.steps
+    if steps < 1:
+        parser.error(f"--steps must be 1 or more, got {steps}")
+    return main(steps)
 
 
 if __name__ == "__main__":

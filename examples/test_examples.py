@@ -7,6 +7,7 @@ fetches never download), so a test never touches the network.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -51,3 +52,29 @@ def test_mnist_falls_back_to_synthetic_and_says_so(
     assert "MNIST unavailable" in proc.stderr and "SYNTHETIC" in proc.stderr
     assert "synthetic test accuracy" in proc.stdout
     assert not (cache / "mnist").exists() or not any((cache / "mnist").iterdir())
+
+
+COUNTED = {  # script -> (its command-line entry point, the option that counts its epochs or steps)
+    "quickstart": ("main", "--epochs"),
+    "mixed_precision": ("main", "--epochs"),
+    "mnist_lenet": ("main", "--epochs"),
+    "residual_flowbuilder": ("main", "--epochs"),
+    "schedulers": ("cli", "--epochs"),
+    "showcase": ("cli", "--steps"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTED))
+def test_zero_epochs_is_refused_not_replaced_by_the_default(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--epochs 0`` (``--steps 0``) exits with a usage error naming the option; it once fell
+    back to the default count silently (``args.epochs or 30``)."""
+    entry, option = COUNTED[name]
+    spec = importlib.util.spec_from_file_location(f"example_{name}", HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit) as e:
+        getattr(module, entry)([option, "0"])
+    assert e.value.code == 2 and f"{option} must be" in capsys.readouterr().err
