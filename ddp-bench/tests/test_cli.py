@@ -12,6 +12,7 @@ import pytest
 from ddp_bench._cells import BENCH_MODES, DILOCO
 from ddp_bench._cli import list_text, parse
 from ddp_bench._config import BENCH_ROOT, PRESETS
+from ddp_bench._main import execute
 from flodl_ddp import MODES
 
 
@@ -179,3 +180,14 @@ def test_module_entry_point(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "ddp_bench", "--epochs", "x"], capture_output=True,
                          text=True, timeout=120, check=False, cwd=tmp_path)  # fmt: skip
     assert bad.returncode == 2 and "usage:" in bad.stderr and "hint:" in bad.stderr
+
+
+def test_an_output_it_cannot_create_is_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "runs"
+    c = cfg("--output", str(out), "--model", "logistic", "--mode", "solo-0", "--epochs", "1")
+    assert c.train and execute(c) == 2
+    err = capsys.readouterr().err
+    assert f"--output {out}: cannot create it" in err and "hint:" in err

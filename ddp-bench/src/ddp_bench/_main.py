@@ -130,6 +130,12 @@ def execute(cfg: BenchConfig) -> int:
             baseline = load_baseline(cfg.baseline)
         except FlodlError as e:
             return _err(str(e), "python -m ddp_bench --save-baseline writes one from saved runs")
+    if cfg.train:  # before training, as the baseline: not after the first model's hour
+        try:
+            cfg.output.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return _err(f"--output {cfg.output}: cannot create it ({e.strerror})",
+                        "point --output at a folder you can write")  # fmt: skip
     try:
         records = _records(cfg)
     except FlodlError as e:
