@@ -109,6 +109,19 @@ def test_overlay_by_env_flag_at_sign_and_variable(fdl: Fdl, tmp_path: Path) -> N
     assert "no overlay fdl.prod.yml" in proc.stderr and "environments here: ci" in proc.stderr
 
 
+def test_an_environment_named_where_no_fdl_yml_is_refused(fdl: Fdl, tmp_path: Path) -> None:
+    """`@prod` / `--env prod` with no fdl.yml at all was ignored silently; FDL_ENV (maybe
+    exported for another project) still is."""
+    (tmp_path / "s.py").write_text("print('ran')")
+    for args in (("@prod", "run", "s.py"), ("--env", "prod", "run", "s.py")):
+        proc = fdl(*args, cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stdout)
+        assert "--env prod: no fdl.yml here or in a parent folder" in proc.stderr
+        assert "ran" not in proc.stdout
+    proc = fdl("run", "s.py", cwd=tmp_path, FDL_ENV="prod")
+    assert proc.returncode == 0 and "ran" in proc.stdout, proc.stderr
+
+
 def test_config_show_annotates_origins(fdl: Fdl, tmp_path: Path) -> None:
     root = project(tmp_path)
     out = fdl("config", "show", "ci", cwd=root).stdout

@@ -38,6 +38,18 @@ def _load_project(env: str | None):  # type: ignore[no-untyped-def]
     return None if file is None else mf.load(file, env)
 
 
+def _need_manifest(env: str) -> None:
+    """``--env`` / ``@env`` with no ``fdl.yml`` to merge ``fdl.<env>.yml`` over is a usage
+    error (it was silently ignored)."""
+    from . import _manifest as mf
+
+    if mf.find() is None:
+        raise UsageError(
+            f"--env {env}: no fdl.yml here or in a parent folder, so no fdl.{env}.yml to merge",
+            hint=f"run it from the project's folder, or drop --env {env} / @{env}",
+        )
+
+
 def _run_builtin(name: str, rest: list[str]) -> int:
     module = importlib.import_module(f"flodl_cli.{BUILTINS[name][0]}")
     parser = FdlParser(prog="fdl")
@@ -106,6 +118,8 @@ def _main(argv: list[str]) -> int:
             )
         env, command = command[1:], (rest[0] if rest else None)
         rest = rest[1:]
+    if env not in (None, "cluster") and command not in (None, "__complete"):
+        _need_manifest(env)  # asked for by name: FDL_ENV may be another project's, not this
     env = env or os.environ.get("FDL_ENV") or None
     if command not in (None, "__complete") and env != "cluster":
         # `fdl train --gpus 0,1` as well as `fdl --gpus 0,1 train`.
