@@ -151,3 +151,26 @@ def test_atomic_path_restores_the_mode_when_the_writer_replaces_the_file(
         private_writer(tmp)
     assert (tmp_path / "w.bin").read_bytes() == b"weights"
     assert _mode(tmp_path / "w.bin") == 0o644
+
+
+@pytest.mark.parametrize("how", ["write", "open", "path"])
+def test_a_folder_or_empty_target_is_refused_before_writing(tmp_path: Path, how: str) -> None:
+    entered = []
+
+    def write(target: str | Path) -> None:
+        if how == "write":
+            fc.atomic_write(target, b"x")
+            entered.append(True)
+        elif how == "open":
+            with fc.atomic_open(target):
+                entered.append(True)
+        else:
+            with fc.atomic_path(target):
+                entered.append(True)
+
+    with pytest.raises(IsADirectoryError, match="it is a directory") as info:
+        write(tmp_path)
+    assert info.value.filename == str(tmp_path)
+    with pytest.raises(FileNotFoundError, match="empty path"):
+        write("")
+    assert not entered and os.listdir(tmp_path) == []

@@ -51,6 +51,17 @@ def _fsync_dir(directory: str) -> None:
 
 def _create_temp(target: str, parents: bool) -> tuple[str, int]:
     """Create an empty temp file next to ``target``: ``(temp path, open write descriptor)``."""
+    # Both fail only at the final rename otherwise, after the whole file was written, with an
+    # error naming the temp file.
+    if not target:
+        raise FileNotFoundError(errno.ENOENT, "cannot write to an empty path; give a file name")
+    if os.path.isdir(target):
+        raise IsADirectoryError(
+            errno.EISDIR,
+            f"cannot write {target}: it is a directory; give a file path "
+            f"such as {os.path.join(target, 'name')}",
+            target,
+        )
     directory = os.path.dirname(os.path.abspath(target))
     if parents:
         os.makedirs(directory, exist_ok=True)

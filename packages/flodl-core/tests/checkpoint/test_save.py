@@ -81,6 +81,23 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
             CheckpointError,
             "'weight' is on the meta device",
         ),
+        (
+            # A state_dict is the natural thing to try; its iteration yields names only.
+            lambda: write_checkpoint(path, nn.Linear(1, 1).state_dict()),  # type: ignore[arg-type]
+            ConfigError,
+            r"tensors must be a sequence of \(name, tensor\) pairs, got a OrderedDict; pass "
+            r"list\(tensors.items\(\)\)",
+        ),
+        (
+            lambda: write_checkpoint(path, [(0, torch.zeros(1))]),  # type: ignore[list-item]
+            ConfigError,
+            r"tensors\[0\] must be a \(name: str, tensor\) pair",
+        ),
+        (
+            lambda: write_checkpoint(path, [torch.zeros(1)]),  # type: ignore[list-item]
+            ConfigError,
+            r"tensors\[0\] must be a \(name: str, tensor\) pair, got Tensor",
+        ),
         (lambda: save_checkpoint(nn.Linear(1, 1), path, hash="xyz"), ConfigError, "64 hex"),
         (
             lambda: save_checkpoint(nn.Linear(1, 1), path, metadata={"a": 1}),  # type: ignore[dict-item]

@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+import flodl_core
 from flodl_core import CheckpointError, ConfigError
 from flodl_core.checkpoint import (
     CheckpointNotFoundError,
@@ -237,3 +238,21 @@ def test_read_state_owns_its_tensors(tmp_path: Path) -> None:
         f.seek(0)
         f.write(b"\x00" * path.stat().st_size)
     assert torch.equal(state["state"][0]["exp_avg"], expected)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_state_of_other_shapes_is_refused(tmp_path: Path, fused: bool) -> None:
+    # Same parameter count, other shapes: torch would take the state and fail (or crash, with a
+    # fused kernel) at the next step.
+    small = nn.Linear(3, 2)
+    opt = flodl_core.Adam(small, fused=fused)
+    small(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    save_state_file(opt, tmp_path / "adam.fdl")
+    other = flodl_core.Adam(nn.Linear(5, 5), fused=fused)
+    before = other.state_dict()
+    with pytest.raises(
+        CheckpointError, match=r"'exp_avg' of parameter 'weight' has shape \(2, 3\)"
+    ):
+        load_state_file(other, tmp_path / "adam.fdl")
+    assert other.state_dict() == before

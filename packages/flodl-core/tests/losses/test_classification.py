@@ -139,6 +139,13 @@ def test_focal_binary_matches_formula() -> None:
         (lambda: fc.focal_loss(LOGITS, IDX, alpha=torch.ones(3)), ShapeError, "alpha tensor"),
         (lambda: fc.focal_loss(LOGITS, IDX[:4]), ShapeError, "class-index target"),
         (lambda: fc.focal_loss(LOGITS, torch.zeros(6, 3)), ShapeError, "binary target"),
+        (lambda: fc.cross_entropy_loss(LOGITS, [0, 1, 2, 3, 0, 1]),
+         TypeError, "cross_entropy_loss: target must be a torch.Tensor, got list"),
+        (lambda: fc.cross_entropy_loss(LOGITS, IDX, weight=[1.0, 1.0, 1.0, 1.0]),
+         TypeError, "weight must be a torch.Tensor, got list"),
+        (lambda: fc.nll_loss(LOGITS, [0, 1, 2, 3, 0, 1]), TypeError, "target must be a torch"),
+        (lambda: fc.focal_loss(LOGITS, [0, 1, 2, 3, 0, 1]), TypeError, "target must be a torch"),
+        (lambda: fc.bce_loss([0.5], torch.zeros(1)), TypeError, "probs must be a torch.Tensor"),
     ],
 )  # fmt: skip
 def test_bad_inputs(call, error: type[Exception], match: str) -> None:

@@ -60,6 +60,12 @@ def test_embedding_losses_match_torch(reduction: str) -> None:
          ShapeError, "target has shape"),
         (lambda: fc.margin_ranking_loss(torch.zeros(3), torch.zeros(3), torch.ones(2)),
          ShapeError, "target has shape"),
+        (lambda: fc.triplet_margin_loss([[0.0]], torch.zeros(1, 1), torch.zeros(1, 1)),
+         TypeError, "anchor must be a torch.Tensor, got list"),
+        (lambda: fc.cosine_embedding_loss(torch.zeros(2, 3), torch.zeros(2, 3), [1, -1]),
+         TypeError, "target must be a torch.Tensor, got list"),
+        (lambda: fc.margin_ranking_loss(torch.zeros(3), torch.zeros(3), 1.0),
+         TypeError, "target must be a torch.Tensor, got float"),
     ],
 )  # fmt: skip
 def test_bad_inputs(call, error: type[Exception], match: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
@@ -70,3 +71,20 @@ def test_bad_reduction_and_eps() -> None:
         fc.mse_loss(torch.zeros(2), torch.zeros(2), reduction="avg")
     with pytest.raises(ConfigError, match="eps must be"):
         fc.poisson_nll_loss(torch.zeros(2), torch.zeros(2), eps=-1.0)
+
+
+@pytest.mark.parametrize(
+    ("pred", "target", "wrong", "got"),
+    [
+        ([1.0, 2.0], torch.zeros(2), 0, "list"),
+        (torch.zeros(2), 1.0, 1, "float"),
+        (np.zeros(2), np.zeros(2), 0, "ndarray"),
+    ],
+)
+@pytest.mark.parametrize("loss", [fc.mse_loss, fc.l1_loss, fc.smooth_l1_loss, fc.poisson_nll_loss])
+def test_non_tensor_arguments_are_named(loss, pred, target, wrong: int, got: str) -> None:
+    name = (("input" if loss is fc.poisson_nll_loss else "pred"), "target")[wrong]
+    with pytest.raises(
+        TypeError, match=f"{loss.__name__}: {name} must be a torch.Tensor, got {got}"
+    ):
+        loss(pred, target)

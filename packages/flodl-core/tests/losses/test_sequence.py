@@ -42,3 +42,5 @@ def test_ctc_bad_inputs() -> None:
         fc.ctc_loss(lp, tg, [8, 8, 8], [3, 3])
     with pytest.raises(ShapeError, match=r"targets must be \(N=2, S\)"):
         fc.ctc_loss(lp, torch.ones(3, 3, dtype=torch.long), [8, 8], [3, 3])
+    with pytest.raises(TypeError, match=r"targets must be a torch\.Tensor, got list"):
+        fc.ctc_loss(lp, [[1, 1, 1], [1, 1, 1]], [8, 8], [3, 3])

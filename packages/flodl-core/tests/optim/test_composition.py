@@ -67,8 +67,12 @@ def test_plateau_state_round_trip_and_errors() -> None:
     assert q.state_dict() == p.state_dict() and q.lr() == pytest.approx(0.1)
     with pytest.raises(ConfigError, match="missing keys"):
         q.load_state_dict({"best": 1.0})
-    with pytest.raises(ConfigError, match=r"factor must be in \(0, 1\)"):
-        fc.Plateau(0.1, factor=1.0)
+    for factor in (1.0, float("nan"), "0.5"):
+        with pytest.raises(ConfigError, match=r"Plateau: factor must be in \(0, 1\)"):
+            fc.Plateau(0.1, factor=factor)  # type: ignore[arg-type]
+    # It would never reduce: each reduction is clamped back up to min_lr, above the lr.
+    with pytest.raises(ConfigError, match=r"min_lr 0\.5 is above base_lr 0\.1"):
+        fc.Plateau(0.1, min_lr=0.5)
     with pytest.raises(ConfigError, match="mode='low'"):
         fc.Plateau(0.1, mode="low")
     with pytest.raises(ConfigError, match="patience must be an int >= 0"):

@@ -140,6 +140,19 @@ def test_bare_tensor_is_a_clear_error() -> None:
         fc.Adam(torch.nn.Parameter(torch.zeros(3)))
 
 
+@pytest.mark.parametrize("lr", [float("nan"), float("inf"), -1.0, "1e-3"])
+@pytest.mark.parametrize("cls", [c[0] for c in CASES], ids=IDS)
+def test_bad_lr_is_refused_by_name(cls: type, lr: Any) -> None:
+    # torch's SGD takes NaN and every class takes inf: NaN weights after the first step.
+    with pytest.raises(fc.ConfigError, match=f"{cls.__name__}: lr must be a finite number >= 0"):
+        cls(_model(), lr=lr)
+
+
+def test_tensor_lr_is_still_accepted() -> None:
+    opt = fc.Adam(_model(), lr=torch.tensor(1e-2))
+    assert opt.lr() == pytest.approx(1e-2)
+
+
 @pytest.mark.gpu
 def test_fused_on_cuda_matches_for_loop() -> None:
     m1, m2 = _model().cuda(), _model().cuda()

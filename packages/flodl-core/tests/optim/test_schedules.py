@@ -112,6 +112,10 @@ def test_multistep_sorts_and_peak_lrs() -> None:
         (lambda: fc.Cosine(0.1, total=10, min_lr=0.2), "min_lr 0.2 is above base_lr"),
         (lambda: fc.OneCycle(0.1, 10, warmup_frac=0.05), "rising steps"),
         (lambda: fc.OneCycle(0.1, 10, warmup_frac=1.0), "rising steps"),
+        (
+            lambda: fc.OneCycle(0.1, 10, warmup_frac="0.3"),
+            "OneCycle: warmup_frac must be a finite number, got '0.3'",
+        ),
         (lambda: fc.OneCycle(0.1, 10, anneal="exp"), "anneal='exp'"),
         (lambda: fc.Cyclic(0.1, 0.01, 5), "max_lr 0.01 is below base_lr"),
         (lambda: fc.Cyclic(0.01, 0.1, 5, mode="sine"), "mode='sine'"),

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
-from .._errors import CheckpointError
+from .._errors import CheckpointError, ConfigError
 from ._format import encode_header, write_entry
 from ._hash import parse_hash
 from ._io import PathLike, atomic_write
@@ -33,6 +33,26 @@ def save_checkpoint(
     write_checkpoint(path, module_tensors(module), hash=hash, metadata=metadata)
 
 
+def _check_pairs(tensors: object) -> None:
+    """``tensors`` is a sized sequence of ``(str, ...)`` pairs, or a ConfigError naming it."""
+    if isinstance(tensors, Mapping):
+        raise ConfigError(
+            "write_checkpoint: tensors must be a sequence of (name, tensor) pairs, got a "
+            f"{type(tensors).__name__}; pass list(tensors.items())"
+        )
+    if not isinstance(tensors, Sequence) or isinstance(tensors, (str, bytes)):
+        raise ConfigError(
+            "write_checkpoint: tensors must be a sequence of (name, tensor) pairs, got "
+            f"{type(tensors).__name__}"
+        )
+    for i, item in enumerate(tensors):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
+            raise ConfigError(
+                f"write_checkpoint: tensors[{i}] must be a (name: str, tensor) pair, got "
+                f"{type(item).__name__} {item!r:.80}"
+            )
+
+
 def write_checkpoint(
     path: PathLike,
     tensors: Sequence[tuple[str, torch.Tensor]],
@@ -46,6 +66,7 @@ def write_checkpoint(
     """
     hash_bytes = parse_hash(hash)
     meta = check_metadata(metadata)
+    _check_pairs(tensors)
     seen: set[str] = set()
     for name, t in tensors:
         if not isinstance(t, torch.Tensor):

@@ -105,11 +105,46 @@ def read_state_file(path: PathLike) -> tuple[str, Any]:
         raise CheckpointError(f"state file {path}: {e}") from None
 
 
+def _check_param_shapes(opt: torch.optim.Optimizer, state: Any, path: str) -> None:
+    """Refuse per-parameter state whose tensors do not fit the parameters they would land on.
+
+    ``Optimizer.load_state_dict`` pairs saved state with parameters by position only and never
+    compares shapes, so a file saved for another model loads "fine" and fails at the next
+    ``step()`` deep in a kernel (a fused CPU kernel even crashes the process). Moments have
+    their parameter's shape; a tensor of the parameter's rank but another shape cannot fit.
+    """
+    if not isinstance(state, dict):
+        return  # not an optimizer's layout: load_state_dict says what is wrong
+    groups, per_param = state.get("param_groups"), state.get("state")
+    if not isinstance(groups, list) or not isinstance(per_param, dict):
+        return
+    saved_ids = [i for g in groups if isinstance(g, dict) for i in g.get("params", [])]
+    params = [p for g in opt.param_groups for p in g["params"]]
+    if len(saved_ids) != len(params):
+        return  # torch's own group-size check names this one
+    names = [n for g in opt.param_groups for n in g.get("param_names", [])]
+    for k, (saved_id, p) in enumerate(zip(saved_ids, params, strict=True)):
+        entry = per_param.get(saved_id)
+        if not isinstance(entry, dict) or p.dim() == 0:
+            continue
+        for key, v in entry.items():
+            if isinstance(v, torch.Tensor) and v.dim() == p.dim() and v.shape != p.shape:
+                who = repr(names[k]) if len(names) == len(params) else f"{k}"
+                raise CheckpointError(
+                    f"state file {path}: {state_kind(opt)} state {key!r} of parameter {who} has "
+                    f"shape {tuple(v.shape)} but the parameter has shape {tuple(p.shape)}; the "
+                    "file was saved for another model (migrate_optim_state_file carries state "
+                    "across a model change)"
+                )
+
+
 def load_state_file(obj: Stateful, path: PathLike) -> None:
     """Load a file written by :func:`save_state_file` into ``obj`` via ``load_state_dict``.
 
     The file must come from an object of the same class (an ``Adam`` file does not load into
-    ``SGD``); the object's own checks (parameter counts, group sizes) then apply.
+    ``SGD``); an optimizer's per-parameter state must fit its parameters' shapes; the object's
+    own checks (parameter counts, group sizes) then apply. A refused file leaves ``obj`` as it
+    was.
     """
     if not callable(getattr(obj, "load_state_dict", None)):
         raise ConfigError(
@@ -121,6 +156,8 @@ def load_state_file(obj: Stateful, path: PathLike) -> None:
         raise CheckpointError(
             f"state file {path} holds {kind} state; cannot load it into {state_kind(obj)}"
         )
+    if isinstance(obj, torch.optim.Optimizer):
+        _check_param_shapes(obj, state, path)
     try:
         obj.load_state_dict(state)
     except (ValueError, KeyError, RuntimeError, TypeError, IndexError) as e:

@@ -16,7 +16,22 @@ def check_reduction(loss: str, reduction: str, allowed: tuple[str, ...] = REDUCT
         raise ConfigError(f"{loss}: reduction={reduction!r}; expected one of {choices}")
 
 
+def tensor_arg(loss: str, t: object, name: str) -> None:
+    """A TypeError naming ``name`` unless ``t`` is a tensor.
+
+    The shape checks below read ``.shape`` first, so without this a list or a float would fail
+    with an AttributeError about internals before torch could say what is wrong.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(
+            f"{loss}: {name} must be a torch.Tensor, got {type(t).__name__}; "
+            "convert it with torch.as_tensor"
+        )
+
+
 def same_shape(loss: str, a: torch.Tensor, b: torch.Tensor, a_name: str, b_name: str) -> None:
+    tensor_arg(loss, a, a_name)
+    tensor_arg(loss, b, b_name)
     # torch would broadcast (N, 1) against (N,) into (N, N) with only a warning: the most
     # common silent bug in regression code. Demand equal shapes instead.
     if a.shape != b.shape:
@@ -27,11 +42,13 @@ def same_shape(loss: str, a: torch.Tensor, b: torch.Tensor, a_name: str, b_name:
 
 
 def min_rank(loss: str, t: torch.Tensor, name: str, rank: int, layout: str) -> None:
+    tensor_arg(loss, t, name)
     if t.dim() < rank:
         raise ShapeError(f"{loss}: {name} must be {layout}, got shape {tuple(t.shape)}")
 
 
 def exact_rank(loss: str, t: torch.Tensor, name: str, rank: int, layout: str) -> None:
+    tensor_arg(loss, t, name)
     if t.dim() != rank:
         raise ShapeError(f"{loss}: {name} must be {layout}, got shape {tuple(t.shape)}")
 
@@ -51,6 +68,7 @@ def class_target(loss: str, logits: torch.Tensor, target: torch.Tensor) -> torch
     cost a device sync); torch reports an out-of-range index itself.
     """
     min_rank(loss, logits, "input", 2, "(N, C) or (N, C, *d) scores")
+    tensor_arg(loss, target, "target")
     expected = (logits.shape[0], *logits.shape[2:])
     if target.shape != expected:
         raise ShapeError(

@@ -7,11 +7,14 @@ from torch.nn import functional as F
 
 from .._checks import check_finite
 from .._errors import ConfigError, ShapeError
-from ._checks import check_reduction, class_target, min_rank, same_shape
+from ._checks import check_reduction, class_target, min_rank, same_shape, tensor_arg
 
 
 def _check_weight(loss: str, weight: torch.Tensor | None, n_classes: int) -> None:
-    if weight is not None and weight.shape != (n_classes,):
+    if weight is None:
+        return
+    tensor_arg(loss, weight, "weight")
+    if weight.shape != (n_classes,):
         raise ShapeError(
             f"{loss}: weight has shape {tuple(weight.shape)}, expected ({n_classes},), "
             "one per class"
@@ -40,6 +43,7 @@ def cross_entropy_loss(
             f"cross_entropy_loss: label_smoothing must be in [0, 1], got {label_smoothing!r}"
         )
     _check_weight("cross_entropy_loss", weight, input.shape[1])
+    tensor_arg("cross_entropy_loss", target, "target")
     if target.is_floating_point():
         same_shape("cross_entropy_loss", input, target, "input", "probability target")
     else:
@@ -149,6 +153,8 @@ def focal_loss(
     check_finite(gamma, "gamma", ge=0, where="focal_loss")
     if isinstance(alpha, (int, float)) and not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"focal_loss: alpha must be in [0, 1], got {alpha!r}")
+    tensor_arg("focal_loss", logits, "logits")
+    tensor_arg("focal_loss", target, "target")
     if target.is_floating_point():
         return _binary_focal(logits, target, alpha, gamma, reduction)
     target = class_target("focal_loss", logits, target)

@@ -7,10 +7,11 @@ from torch.nn import functional as F
 
 from .._checks import check_finite
 from .._errors import ConfigError, ShapeError
-from ._checks import check_reduction, non_negative, same_shape
+from ._checks import check_reduction, non_negative, same_shape, tensor_arg
 
 
 def _embeddings(loss: str, x: torch.Tensor, name: str) -> None:
+    tensor_arg(loss, x, name)
     if x.dim() not in (1, 2):
         raise ShapeError(f"{loss}: {name} must be (N, D) or (D,), got shape {tuple(x.shape)}")
 
@@ -53,6 +54,7 @@ def cosine_embedding_loss(
     check_finite(margin, "margin", ge=-1.0, le=1.0, where="cosine_embedding_loss")
     _embeddings("cosine_embedding_loss", x1, "x1")
     same_shape("cosine_embedding_loss", x1, x2, "x1", "x2")
+    tensor_arg("cosine_embedding_loss", target, "target")
     if target.shape != x1.shape[:-1]:
         raise ShapeError(
             f"cosine_embedding_loss: target has shape {tuple(target.shape)}, expected "

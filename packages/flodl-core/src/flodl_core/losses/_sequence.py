@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 from .._errors import ConfigError, ShapeError
-from ._checks import check_reduction, exact_rank
+from ._checks import check_reduction, exact_rank, tensor_arg
 
 
 def _lengths(name: str, lengths: torch.Tensor | Sequence[int], batch: int) -> torch.Tensor:
@@ -40,6 +40,7 @@ def ctc_loss(
     n, c = log_probs.shape[1], log_probs.shape[2]
     if not 0 <= blank < c:
         raise ConfigError(f"ctc_loss: blank={blank} is not a class index in [0, {c})")
+    tensor_arg("ctc_loss", targets, "targets")
     if targets.dim() not in (1, 2) or (targets.dim() == 2 and targets.shape[0] != n):
         raise ShapeError(
             f"ctc_loss: targets must be (N={n}, S) padded or 1-D concatenated, "

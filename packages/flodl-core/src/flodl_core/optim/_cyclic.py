@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._checks import check_finite
 from .._errors import ConfigError, format_choices
 from ._scheduler import Scheduler, check_count, check_positive, check_step
 
@@ -47,6 +48,7 @@ class OneCycle(Scheduler):
                 raise ConfigError(
                     f"OneCycle: {name}={getattr(self, name)!r}; expected 'linear' or 'cos'"
                 )
+        check_finite(self.warmup_frac, "warmup_frac", where="OneCycle")  # its range: below
         rise = self.warmup_frac * self.total
         if not 1.0 < rise < self.total:
             raise ConfigError(

@@ -24,7 +24,7 @@ import torch
 
 from ._groups import GroupBuilder
 from ._impl import materialize, pick_kernels
-from ._lr_control import LrControl
+from ._lr_control import LrControl, check_lr
 
 OptT = TypeVar("OptT", bound=torch.optim.Optimizer)
 Betas = tuple[float, float]
@@ -40,8 +40,11 @@ class FlodlOptimizer(LrControl):
 
 
 def _prepare(
-    torch_cls: type[torch.optim.Optimizer], params: Any, options: dict[str, Any]
+    torch_cls: type[torch.optim.Optimizer], params: Any, lr: Any, options: dict[str, Any]
 ) -> list[Any]:
+    # torch's SGD takes a NaN lr, every class takes an infinite one, and a string fails in a
+    # comparison: all would only show up later as NaN weights or an unrelated TypeError.
+    check_lr(lr, torch_cls.__name__)
     items = materialize(params, torch_cls.__name__)
     options["fused"], options["foreach"] = pick_kernels(
         torch_cls,
@@ -68,7 +71,7 @@ class SGD(FlodlOptimizer, torch.optim.SGD):
         nesterov: bool = False,
         **options: Any,
     ) -> None:
-        items = _prepare(torch.optim.SGD, params, options)
+        items = _prepare(torch.optim.SGD, params, lr, options)
         super().__init__(items, lr, momentum, dampening, weight_decay, nesterov, **options)
 
 
@@ -85,7 +88,7 @@ class Adam(FlodlOptimizer, torch.optim.Adam):
         amsgrad: bool = False,
         **options: Any,
     ) -> None:
-        items = _prepare(torch.optim.Adam, params, options)
+        items = _prepare(torch.optim.Adam, params, lr, options)
         super().__init__(items, lr, betas, eps, weight_decay, amsgrad, **options)
 
 
@@ -102,7 +105,7 @@ class AdamW(FlodlOptimizer, torch.optim.AdamW):
         amsgrad: bool = False,
         **options: Any,
     ) -> None:
-        items = _prepare(torch.optim.AdamW, params, options)
+        items = _prepare(torch.optim.AdamW, params, lr, options)
         super().__init__(items, lr, betas, eps, weight_decay, amsgrad, **options)
 
 
@@ -120,7 +123,7 @@ class RMSprop(FlodlOptimizer, torch.optim.RMSprop):
         centered: bool = False,
         **options: Any,
     ) -> None:
-        items = _prepare(torch.optim.RMSprop, params, options)
+        items = _prepare(torch.optim.RMSprop, params, lr, options)
         super().__init__(
             items,
             lr=lr,
@@ -146,7 +149,7 @@ class Adagrad(FlodlOptimizer, torch.optim.Adagrad):
         eps: float = 1e-10,
         **options: Any,
     ) -> None:
-        items = _prepare(torch.optim.Adagrad, params, options)
+        items = _prepare(torch.optim.Adagrad, params, lr, options)
         super().__init__(
             items, lr, lr_decay, weight_decay, initial_accumulator_value, eps, **options
         )
@@ -164,7 +167,7 @@ class RAdam(FlodlOptimizer, torch.optim.RAdam):
         weight_decay: float = 0.0,
         **options: Any,
     ) -> None:
-        items = _prepare(torch.optim.RAdam, params, options)
+        items = _prepare(torch.optim.RAdam, params, lr, options)
         super().__init__(items, lr, betas, eps, weight_decay, **options)
 
 
@@ -181,5 +184,5 @@ class NAdam(FlodlOptimizer, torch.optim.NAdam):
         momentum_decay: float = 4e-3,
         **options: Any,
     ) -> None:
-        items = _prepare(torch.optim.NAdam, params, options)
+        items = _prepare(torch.optim.NAdam, params, lr, options)
         super().__init__(items, lr, betas, eps, weight_decay, momentum_decay, **options)

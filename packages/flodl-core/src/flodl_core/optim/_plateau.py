@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._checks import check_finite
 from .._errors import ConfigError
 from ._scheduler import Scheduler, check_count, check_non_negative, check_positive
 
@@ -38,10 +39,16 @@ class Plateau(Scheduler):
     ) -> None:
         self.base_lr = check_positive("Plateau", "base_lr", base_lr)
         self.patience = check_count("Plateau", "patience", patience, 0)
-        if not 0.0 < factor < 1.0:
-            raise ConfigError(f"Plateau: factor must be in (0, 1), got {factor!r}")
-        self.factor = float(factor)
+        self.factor = check_finite(
+            factor, "factor", gt=0, lt=1, where="Plateau", expected="in (0, 1)"
+        )
         self.min_lr = check_non_negative("Plateau", "min_lr", min_lr)
+        if self.min_lr > self.base_lr:
+            # The first reduction would be clamped back above the current lr: it never moves.
+            raise ConfigError(
+                f"Plateau: min_lr {min_lr} is above base_lr {base_lr}; the lr is reduced from "
+                "base_lr down to min_lr"
+            )
         if mode not in ("min", "max"):
             raise ConfigError(f"Plateau: mode={mode!r}; expected 'min' or 'max'")
         self.mode = mode

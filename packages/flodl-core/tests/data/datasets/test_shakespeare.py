@@ -55,8 +55,9 @@ def test_split_shares_the_vocabulary() -> None:
     assert len(train) == int(len(ds) * 0.9) and len(train) + len(test) == len(ds)
     assert train.idx_to_char == test.idx_to_char == ds.idx_to_char
     assert torch.equal(test.data[0], ds.data[len(train)])
-    with pytest.raises(ConfigError, match=r"train_fraction must be in \(0, 1\)"):
-        ds.split(1.0)
+    for bad in (1.0, float("nan"), "0.9"):
+        with pytest.raises(ConfigError, match=r"train_fraction must be in \(0, 1\)"):
+            ds.split(bad)  # type: ignore[arg-type]
     with pytest.raises(DataError, match="cannot be split"):
         Shakespeare.parse("abcdef", 2).split(0.1)
 
@@ -89,3 +90,14 @@ def test_fields_named_and_paths_accepted(tmp_path: Path) -> None:
         assert torch.equal(Shakespeare.parse(source, seq_len=16).data, ds.data)
     with pytest.raises(DataError, match=r"text must be a str, bytes or a pathlib\.Path, got int"):
         Shakespeare.parse(5, seq_len=4)  # type: ignore[arg-type]
+
+
+def test_decode_refuses_ids_outside_the_vocabulary() -> None:
+    ds = Shakespeare.parse("hello world", seq_len=3)
+    # -1 would wrap to the last character, 99 would be an IndexError about a string.
+    for bad in ([-1], [99], torch.tensor([0, -2]), [1.0]):
+        with pytest.raises(DataError, match=r"is not a character id in 0\.\.7"):
+            ds.decode(bad)
+    with pytest.raises(ShapeError, match=r"ids must be 1-D \(L,\), got shape \(2, 3\)"):
+        ds.decode(ds.data[:2])
+    assert ds.decode([0, 1]) == ds.idx_to_char[:2]

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..._checks import check_int
-from ..._errors import ConfigError, DataError, ShapeError
+from ..._checks import check_finite, check_int
+from ..._errors import DataError, ShapeError
 from .._dataset import TensorDataSet
 from ._source import read_source
 
@@ -107,14 +107,27 @@ class Shakespeare(TensorDataSet):
             raise DataError(f"character {e.args[0]!r} is not in the vocabulary") from None
 
     def decode(self, ids: Tensor | list[int]) -> str:
-        """The text of a 1-D sequence of ids."""
+        """The text of a 1-D sequence of ids ``(L,)``.
+
+        Raises ``ShapeError`` for a batch ``(B, L)`` (decode each row) and ``DataError`` for an
+        id outside ``0..vocab_size-1``: Python indexing would otherwise wrap a negative id to
+        a wrong character silently.
+        """
+        if isinstance(ids, Tensor) and ids.dim() != 1:
+            raise ShapeError(
+                f"decode: ids must be 1-D (L,), got shape {tuple(ids.shape)}; decode one row "
+                "at a time"
+            )
         values = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+        v = self.vocab_size
+        for i in values:
+            if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < v:
+                raise DataError(f"decode: id {i!r} is not a character id in 0..{v - 1}")
         return "".join(self.idx_to_char[i] for i in values)
 
     def split(self, train_fraction: float = 0.9) -> tuple[Shakespeare, Shakespeare]:
         """First ``train_fraction`` of the windows and the rest, sharing the vocabulary."""
-        if not 0 < train_fraction < 1:
-            raise ConfigError(f"train_fraction must be in (0, 1), got {train_fraction!r}")
+        check_finite(train_fraction, "train_fraction", gt=0, lt=1, expected="in (0, 1)")
         n = len(self)
         cut = int(n * train_fraction)
         if cut == 0 or cut == n:
