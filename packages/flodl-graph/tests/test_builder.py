@@ -248,6 +248,17 @@ def test_errors_are_collected_and_name_call_and_node() -> None:
             "is a tag group",
         ),
         (lambda: FlowBuilder(lin()).internal("ghost"), "internal('ghost'): no such tag"),
+        (lambda: FlowBuilder(StateAdd()).using(None), "using(None): expected a name or a list"),
+        (lambda: FlowBuilder(StateAdd()).using(3), "using(3): expected a name or a list"),
+        (lambda: FlowBuilder(lin()).input(None), "input(None): expected a name or a list"),
+        (
+            lambda: FlowBuilder(lin()).loop_body(lin()).while_cond(None, 3),  # type: ignore[arg-type]
+            "while_cond(..., 3): expected an nn.Module, got NoneType",
+        ),
+        (
+            lambda: FlowBuilder(lin()).loop_body(lin()).until_cond(None, 3),  # type: ignore[arg-type]
+            "until_cond(..., 3): expected an nn.Module, got NoneType",
+        ),
         (lambda: FlowBuilder(lin()).tag("forward"), "attribute of Graph"),
         (lambda: FlowBuilder(StateAdd()).also(StateAdd()).tag("s").using(["s"]), "cycle detected"),
     ],

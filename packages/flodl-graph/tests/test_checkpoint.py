@@ -190,6 +190,14 @@ def test_missing_file(model: Graph, tmp_path: Path) -> None:
         model.load_subgraph_checkpoint("encoder", tmp_path / "nope.fdl")
 
 
+@pytest.mark.parametrize("file", [None, 3])
+def test_a_checkpoint_file_that_is_not_a_path_is_refused(model: Graph, file: object) -> None:
+    with pytest.raises(ConfigError, match="load_checkpoint: the checkpoint file must be a str"):
+        model.load_checkpoint(file)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="load_subgraph_checkpoint: the checkpoint file must"):
+        model.load_subgraph_checkpoint("encoder", file)  # type: ignore[arg-type]
+
+
 # --- subgraph checkpoints --------------------------------------------------------------------
 
 

@@ -89,6 +89,15 @@ def test_traces_reach_a_loss_and_train_the_halt() -> None:
     torch.testing.assert_close(halt.proj.weight.grad, want)
 
 
+def test_loss_context_of_needs_the_graph_first() -> None:
+    g = _model()[0]
+    out = g(torch.randn(2, 4))
+    with pytest.raises(ConfigError, match=r"graph must be a flodl Graph, got Tensor \(the arg"):
+        LossContext.of(out, g)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"graph must be a flodl Graph, got NoneType$"):
+        LossContext.of(None, out)  # type: ignore[arg-type]
+
+
 def test_a_loop_that_halts_at_once_has_empty_traces() -> None:
     g = _model(bias=5.0)[0]
     assert g.traces("halt_p") == [] and g.last_trace("halt_p") is None

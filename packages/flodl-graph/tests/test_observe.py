@@ -304,3 +304,39 @@ def test_export_trends_and_plot_html(model: Graph, tmp_path: Path) -> None:
     model.plot_html(tmp_path / "p.html", ["loss", "encoder.scan.loss"])
     html = (tmp_path / "p.html").read_text()
     assert "encoder.scan.loss" in html and "<canvas" in html
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda g: g.collect(None),
+        lambda g: g.collect_at(3),
+        lambda g: g.flush(1),
+        lambda g: g.trends(None),
+        lambda g: g.reset_trend(0),
+        lambda g: g.timings.collect(None),
+    ],
+)
+def test_names_that_are_not_names_are_refused(model: Graph, x: torch.Tensor, call) -> None:
+    model(x)
+    with pytest.raises(ConfigError, match="expected a metric or tag name or a list of them"):
+        call(model)
+
+
+def test_trend_of_a_dotted_name_points_to_trend_at(model: Graph) -> None:
+    model.record_at("encoder.scan.loss", 1.0)
+    model.record_scalar("score", 2.0)  # also a tag: listed once among the valid names
+    model.flush()
+    assert "encoder.scan.loss" in model.latest_metrics()
+    with pytest.raises(PathError, match=r"use trend_at\('encoder.scan.loss'\)") as e:
+        model.trend("encoder.scan.loss")
+    assert e.value.valid.count("score") == 1
+    assert model.trend_at("encoder.scan.loss").values() == [1.0]
+
+
+def test_plot_html_title_must_be_a_string(model: Graph, tmp_path: Path) -> None:
+    model.record_scalar("loss", 1.0)
+    model.flush()
+    with pytest.raises(ConfigError, match=r"metrics\.plot_html: title must be a str, got int"):
+        model.plot_html(tmp_path / "p.html", title=3)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

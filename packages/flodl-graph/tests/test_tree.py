@@ -98,6 +98,8 @@ def test_subgraph_and_child_graph_errors(model) -> None:
     with pytest.raises(PathError, match="no child graph labeled 'scan'") as e:
         model.child_graph("scan")  # one level only
     assert e.value.valid == ["encoder"]
+    with pytest.raises(ConfigError, match="child_graph: label must be a str, got list"):
+        model.child_graph(["encoder"])  # used to be a TypeError: unhashable type
 
 
 def test_unlabeled_nested_graph_is_a_plain_module() -> None:

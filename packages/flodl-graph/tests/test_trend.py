@@ -179,3 +179,16 @@ def test_store_flush_is_arithmetic_mean_and_keeps_first_seen_order() -> None:
     assert s.known() == ["b"]
     s.reset()
     assert s.known() == [] and s.latest() == {}
+
+
+@pytest.mark.parametrize(
+    ("trends", "needle"),
+    [
+        ([1.0, 2.0], r"members must be Trend objects, got \{'0': 'float', '1': 'float'\}"),
+        ({"loss": [1.0]}, r"got \{'loss': 'list'\}"),
+        (None, "expected a mapping or a list of Trend, got NoneType"),
+    ],
+)
+def test_trend_group_members_must_be_trends(trends: object, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        TrendGroup(trends)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ builder as it was, so one ``build()`` reports every problem of a chain at once.
 from __future__ import annotations
 
 import keyword
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -161,6 +161,19 @@ class FlowBuilder:
             return None
         return list(modules) if self._modules_ok(call, *modules) else None
 
+    def _name_list(self, method: str, names: object) -> list[str] | None:
+        """``"a"`` or an iterable of names as a list; for anything else (``None``, a number)
+        record an error naming ``method`` and return None."""
+        if isinstance(names, str):
+            return [names]
+        if isinstance(names, Iterable):
+            return list(names)
+        self._fail(
+            f"{method}({names!r})",
+            f"expected a name or a list of names, got {_cls(names)} ({self._where()})",
+        )
+        return None
+
     def _single(self, call: str) -> bool:
         if len(self._streams) != 1:
             self._fail(
@@ -299,8 +312,8 @@ class FlowBuilder:
         Each input is tagged with its name, so ``using([name])`` reads it. A ``using`` that named
         it earlier reads the current call's value (inputs exist from the start of each call).
         """
-        names = [names] if isinstance(names, str) else list(names)
-        for name in names:
+        given = self._name_list("input", names)
+        for name in given or ():
             call = f"input({name!r})"
             if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
                 self._fail(call, "an input name must be a Python identifier (it is a parameter)")
@@ -356,7 +369,7 @@ class FlowBuilder:
         forward ref: it reads the previous call's value, zeros on the first call and after
         ``reset_state()``. After ``split`` the refs reach every branch.
         """
-        names = [refs] if isinstance(refs, str) else list(refs)
+        names = self._name_list("using", refs)
         if not names:
             return self
         call = f"using({names!r})"

@@ -143,9 +143,19 @@ def describe_mismatch(g: Graph, source: str, meta: Mapping[str, str], file_hash:
     return "; ".join(lines)
 
 
+def _source(call: str, path: object) -> str:
+    """``path`` as a str, or a ConfigError naming ``call`` for anything that is not a path."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(
+            f"{call}: the checkpoint file must be a str or os.PathLike, got "
+            f"{type(path).__name__} {path!r:.60}"
+        )
+    return os.fspath(path)
+
+
 def load_graph(g: Graph, path: str | os.PathLike[str], strict: bool = True) -> LoadReport:
     """Load into ``g`` (hash checked) and restore the saved frozen set on what was loaded."""
-    source = os.fspath(path)
+    source = _source("load_checkpoint", path)
     # Validate the metadata first: once load_checkpoint returns, the weights are in.
     meta = read_checkpoint_metadata(source)
     frozen = _frozen_from(meta, source)
@@ -192,7 +202,7 @@ def load_subgraph(
     stored in the file is not applied: the composed model decides what is frozen.
     """
     sub = root.subgraph(path)
-    source = os.fspath(file)
+    source = _source("load_subgraph_checkpoint", file)
     file_names = [k.name for k in checkpoint_keys(source)]
     file_hash = checkpoint_hash(source)
     meta = read_checkpoint_metadata(source)

@@ -118,5 +118,13 @@ class LossContext:
     @classmethod
     def of(cls, graph: Graph, output: Tensor) -> LossContext:
         """The context of ``graph``'s last forward, which returned ``output``."""
+        from ._graph import Graph
+
+        if not isinstance(graph, Graph):
+            swapped = " (the arguments are swapped)" if isinstance(output, Graph) else ""
+            raise ConfigError(
+                f"LossContext.of(graph, output): graph must be a flodl Graph, got "
+                f"{type(graph).__name__}{swapped}"
+            )
         tags = {t: v for t in graph.tag_names if (v := graph.tagged(t)) is not None}
         return cls(output, MappingProxyType(tags), MappingProxyType(all_traces(graph)))

@@ -144,9 +144,12 @@ class Metrics:
         if name not in store.batch and name not in store.history:
             known = self._source.known()
             if name not in known:
+                # latest() lists a subgraph's names dotted; trend() reads this graph's only.
+                dotted = isinstance(name, str) and "." in name
+                hint = f"; for a subgraph's, use trend_at({name!r})" if dotted else ""
                 raise PathError(
-                    f"trend: no {self._source.noun} named {name!r} in this graph",
-                    [*store.known(), *known],
+                    f"trend: no {self._source.noun} named {name!r} in this graph{hint}",
+                    {*store.known(), *known},
                 )
         return Trend(store.history.get(name, ()), name)
 
@@ -218,6 +221,10 @@ class Metrics:
     ) -> None:
         """Write a self-contained HTML page of epoch curves (every name of the tree when
         ``names`` is empty)."""
+        if title is not None and not isinstance(title, str):
+            raise ConfigError(
+                f"{self._source.attr}.plot_html: title must be a str, got {type(title).__name__}"
+            )
         series = {k: v for k, v in self.histories(names).items() if v}
         if not series:
             raise ConfigError(

@@ -33,6 +33,10 @@ def to_names(names: Names) -> list[str]:
     """``"a"`` or ``["a", "b"]`` -> a list of names, each checked to be a string."""
     if isinstance(names, str):
         return [names]
+    if not isinstance(names, Iterable):
+        raise ConfigError(
+            f"expected a metric or tag name or a list of them, got {type(names).__name__} {names!r}"
+        )
     out = list(names)
     for t in out:
         if not isinstance(t, str):

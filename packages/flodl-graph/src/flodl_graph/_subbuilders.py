@@ -38,7 +38,9 @@ class LoopBuilder:
         self._body = body
 
     def _finish(self, mode: LoopMode, call: str, count: object, cond: object) -> FlowBuilder:
-        mods = (self._body,) if cond is None else (self._body, cond)
+        # while/until need a condition module: a None there would build a loop with no
+        # halting rule, failing only at its first forward.
+        mods = (self._body,) if mode == "for" else (self._body, cond)
         problem = None
         if not _count_ok(count):
             what = "n" if mode == "for" else "max_iter"

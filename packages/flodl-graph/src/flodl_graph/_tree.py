@@ -138,6 +138,8 @@ class GraphTree:
     def child_graph(self, label: str) -> Graph:
         """The direct child graph labeled ``label``."""
         children = self._g.children
+        if not isinstance(label, str):
+            raise ConfigError(f"child_graph: label must be a str, got {type(label).__name__}")
         try:
             return children[label]
         except KeyError:

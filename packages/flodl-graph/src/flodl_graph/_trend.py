@@ -141,10 +141,15 @@ class TrendGroup:
     def __init__(self, trends: Mapping[str, Trend] | Iterable[Trend]) -> None:
         if isinstance(trends, Mapping):
             self._trends: dict[str, Trend] = dict(trends)
+        elif isinstance(trends, Iterable):
+            self._trends = {getattr(t, "name", "") or str(i): t for i, t in enumerate(trends)}
         else:
-            self._trends = {}
-            for i, t in enumerate(trends):
-                self._trends[t.name or str(i)] = t
+            raise ConfigError(
+                f"TrendGroup: expected a mapping or a list of Trend, got {type(trends).__name__}"
+            )
+        bad = {n: type(t).__name__ for n, t in self._trends.items() if not isinstance(t, Trend)}
+        if bad:
+            raise ConfigError(f"TrendGroup: members must be Trend objects, got {bad}")
 
     def __len__(self) -> int:
         return len(self._trends)

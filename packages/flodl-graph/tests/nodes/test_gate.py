@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from flodl_core import BuildError
+from flodl_core import BuildError, ConfigError, ShapeError
 from flodl_graph import FlowBuilder, SigmoidRouter, SoftmaxRouter
 from flodl_graph.nodes import Gate
 
@@ -56,3 +56,23 @@ def test_gate_errors() -> None:
     assert "at least 2 experts" in errs[0]
     assert "the router Linear of gate_2 does not support .using() refs" in errs[1]
     assert "SoftmaxRouter" in errs[1]
+
+
+class _NoWeights(nn.Module):
+    def forward(self, x: torch.Tensor) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("router", "error", "needle"),
+    [
+        # (B, 1) used to broadcast silently: both experts weighted by the same number.
+        (nn.Sequential(nn.Linear(4, 1), nn.Sigmoid()), ShapeError, r"shape \(2, 1\); expected"),
+        (SoftmaxRouter(4, 3), ShapeError, r"shape \(2, 3\); expected weights \(\.\.\., 2\)"),
+        (_NoWeights(), ConfigError, "NoneType; expected a tensor"),
+    ],
+)
+def test_gate_router_must_give_one_weight_per_expert(router, error, needle) -> None:
+    g = FlowBuilder().gate(router, [nn.Linear(4, 4), nn.Linear(4, 4)]).build()
+    with pytest.raises(error, match=f"gate_2: the router returned {needle}"):
+        g(torch.randn(2, 4))

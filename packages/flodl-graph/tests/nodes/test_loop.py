@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from flodl_core import ConfigError
 from flodl_graph import FlowBuilder, LearnedHalt, ThresholdHalt
 from flodl_graph.nodes import Loop
 
@@ -128,3 +129,24 @@ def test_loop_errors() -> None:
     assert "expected an nn.Module, got str" in errs[1]
     assert "n must be an int >= 1, got 2.5" in errs[2]
     assert "the loop body Linear of loop_2 does not support .using() refs" in errs[3]
+
+
+class _Says(nn.Module):
+    """A halting condition returning a fixed non-tensor value."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__()
+        self.value = value
+
+    def forward(self, state: torch.Tensor) -> object:
+        return self.value
+
+
+@pytest.mark.parametrize("rule", ["while_cond", "until_cond"])
+@pytest.mark.parametrize("value", ["yes", None])
+def test_a_condition_returning_no_number_names_the_loop(rule: str, value: object) -> None:
+    loop = FlowBuilder(nn.Linear(2, 2)).loop_body(nn.Linear(2, 2))
+    g = getattr(loop, rule)(_Says(value), 3).build()
+    with pytest.raises(ConfigError, match=f"loop_2: the halting condition returned "
+                       f"{type(value).__name__}; expected a tensor or a number"):  # fmt: skip
+        g(torch.randn(1, 2))

@@ -44,6 +44,14 @@ def test_each_empty_passes_through() -> None:
     assert g(x) is x
 
 
+@pytest.mark.parametrize("over", [False, True])
+def test_each_refuses_a_0d_input(over: bool) -> None:
+    fb = FlowBuilder(nn.Identity()).tag("t").map(nn.Identity())
+    g = (fb.over("t") if over else fb.each()).build()
+    with pytest.raises(ShapeError, match=r"map_2: map needs an input with a row dim"):
+        g(torch.tensor(1.0))
+
+
 def test_over_maps_a_tagged_tensor_and_replaces_stream(parity) -> None:
     a, b, body = nn.Linear(4, 4), nn.Linear(4, 6), nn.Linear(4, 2)
     g = FlowBuilder(a).tag("early").through(b).map(body).over("early").build()

@@ -72,6 +72,20 @@ def test_publishing_a_name_twice_in_one_iteration_is_an_error() -> None:
         g(torch.zeros(1, 2))
 
 
+def test_a_trace_value_must_be_a_tensor() -> None:
+    class Number(LoopBody):
+        def step(self, state, refs, emit):
+            emit.publish("cost", 0.5)  # used to be kept, then fail in end_step()'s detach
+            return state
+
+    g = FlowBuilder(nn.Identity()).loop_body(Number()).for_n(2).build()
+    with pytest.raises(ConfigError, match="loop_2: the loop body published trace 'cost' as a "
+                       "float; expected a tensor"):  # fmt: skip
+        g(torch.zeros(1, 2))
+    with pytest.raises(ConfigError, match="trace 'cost' as a float"):
+        Number()(torch.zeros(1, 2))
+
+
 def test_a_trace_name_is_a_path_segment() -> None:
     class Dotted(LoopBody):
         def step(self, state, refs, emit):

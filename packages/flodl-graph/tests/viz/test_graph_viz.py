@@ -147,6 +147,9 @@ def test_profiling_heat_map(g: Graph, tmp_path: Path) -> None:
     dot = g.dot_with_profile()
     # The slowest node is red; every profiled node shows a time.
     slow_id = prof.slowest(1)[0][0]
+    assert len(prof.slowest(0)) == 0
+    with pytest.raises(ConfigError, match=r"Profile\.slowest: n must be an int >= 0, got -1"):
+        prof.slowest(-1)  # used to return every node but the fastest
     assert re.search(rf'"{slow_id}" \[label="[^"]*", shape=\w+, fillcolor="#e74c3c"', dot)
     assert re.search(r"\d (ns|µs|ms)", dot)
     assert re.search(r"level 0  [\d.]+ (ns|µs|ms)  x", dot)

@@ -84,6 +84,12 @@ def test_atomic_write_missing_dir_and_no_temp_left(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["x.svg"]
 
 
+@pytest.mark.parametrize("path", [None, 3, True])
+def test_atomic_write_refuses_what_is_not_a_path(path: object) -> None:
+    with pytest.raises(ConfigError, match=r"output path must be a str or os\.PathLike"):
+        write_text_atomic(path, "x")  # type: ignore[arg-type]
+
+
 def test_written_files_follow_the_umask(tmp_path: Path) -> None:
     mask = os.umask(0o022)
     try:

@@ -38,7 +38,7 @@ class Gate(CompositeNode):
         return [
             f"{g} = {ctx.module}._modules",
             f"{g}e = {g}[{'experts'!r}]._modules",
-            f"{g}w = {ctx.call(router, x)}",
+            f"{g}w = _gate({ctx.call(router, x)}, {len(self.experts)}, {ctx.node!r})",
             # experts (..., D, N) * weights (..., 1, N), summed over N: no renormalisation.
             f"{out} = (torch.stack(({experts}), -1) * {g}w.unsqueeze(-2)).sum(-1)",
             f"del {g}w",

@@ -105,9 +105,9 @@ class Loop(CompositeNode):
         if mode == "for":
             return [*lines, f"for _ in range({n}):", f"    {out} = {step}"]
         if mode == "while":
-            check = [f"    if _halt({c}({out})):", "        break"]
+            check = [f"    if _halt({c}({out}), {ctx.node!r}):", "        break"]
             return [*lines, f"for _ in range({n}):", *check, f"    {out} = {step}"]
-        check = [f"    if _i < {n - 1} and _halt({c}({out})):", "        break"]
+        check = [f"    if _i < {n - 1} and _halt({c}({out}), {ctx.node!r}):", "        break"]
         return [*lines, f"for _i in range({n}):", f"    {out} = {step}", *check]
 
     def extra_repr(self) -> str:

@@ -47,7 +47,7 @@ class Map(CompositeNode):
             return [f"{out} = _map_slices({body}, {x}, {self.n}, {self.batched}, {ctx.node!r})"]
         if self.batched:
             return [f"{out} = {body}({x})"]
-        return [f"{out} = _map_each({body}, {x})"]
+        return [f"{out} = _map_each({body}, {x}, {ctx.node!r})"]
 
     def extra_repr(self) -> str:
         extra = f"({self.n})" if self.mode == "slices" else "()"

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from flodl_core import ConfigError
 
 from .._spec import NodeKind
-from ._runtime import halt, map_each, map_slices, switch_index
+from ._runtime import gate_weights, halt, map_each, map_slices, switch_index
 
 _NOT_NAME = re.compile(r"\W")
 
@@ -31,6 +31,7 @@ _NOT_NAME = re.compile(r"\W")
 RUNTIME_GLOBALS: dict[str, Any] = {
     "torch": torch,
     "_halt": halt,
+    "_gate": gate_weights,
     "_switch": switch_index,
     "_map_each": map_each,
     "_map_slices": map_slices,

@@ -6,6 +6,8 @@ generated code stays straight-line.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor, nn
 
@@ -23,16 +25,41 @@ def has_reset(module: nn.Module) -> bool:
     return callable(getattr(type(module), "reset", None))
 
 
-def halt(signal: Tensor | float | int | bool) -> bool:
+def halt(signal: Tensor | float | int | bool, node: str = "loop") -> bool:
     """The halting rule of conditional loops: halt iff the first element is > 0.
 
     An empty tensor never halts. The value is read to the host (no gradient through it).
+    ``node`` names the loop when the condition returned neither a tensor nor a number.
     """
     if isinstance(signal, Tensor):
         if signal.numel() == 0:
             return False
         return bool(signal.detach().reshape(-1)[0] > 0)
+    if not isinstance(signal, numbers.Real):  # bool, int, float, numpy scalars
+        raise ConfigError(
+            f"{node}: the halting condition returned {type(signal).__name__}; expected a "
+            "tensor or a number (the loop halts when its first element is > 0)"
+        )
     return float(signal) > 0
+
+
+def gate_weights(weights: object, n: int, node: str) -> Tensor:
+    """A gate router's output, checked to hold one weight per expert: (..., n).
+
+    Another last dim would broadcast against the stacked experts (..., D, n): silently for a
+    last dim of 1 (every expert weighted alike), else as a torch error about that stack.
+    """
+    if not isinstance(weights, Tensor):
+        raise ConfigError(
+            f"{node}: the router returned {type(weights).__name__}; expected a tensor of "
+            f"weights (..., {n}), one per expert"
+        )
+    if weights.dim() == 0 or weights.shape[-1] != n:
+        raise ShapeError(
+            f"{node}: the router returned shape {tuple(weights.shape)}; expected weights "
+            f"(..., {n}), one per expert (e.g. SoftmaxRouter(in_features, {n}))"
+        )
+    return weights
 
 
 def switch_index(selected: Tensor | int, n: int, node: str) -> int:
@@ -68,11 +95,13 @@ def switch_index(selected: Tensor | int, n: int, node: str) -> int:
     return index
 
 
-def map_each(body: nn.Module, x: Tensor) -> Tensor:
+def map_each(body: nn.Module, x: Tensor, node: str = "map") -> Tensor:
     """Run ``body`` on every 1-row slice of ``x`` along dim 0 and concatenate the results.
 
     x: (N, ...) -> (N, ...out). An empty ``x`` (N == 0) passes through unchanged.
     """
+    if x.dim() == 0:  # a 0-d tensor has no rows to map over
+        raise ShapeError(f"{node}: map needs an input with a row dim (N, ...); got a 0-d tensor")
     if x.shape[0] == 0:
         return x
     return torch.cat([body(row) for row in x.split(1)], 0)

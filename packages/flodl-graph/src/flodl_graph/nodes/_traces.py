@@ -18,6 +18,16 @@ from flodl_core import ConfigError
 from .._spec import tag_problem
 
 
+def _check_value(node: str, name: str, value: object) -> None:
+    # Traces feed losses and are detached at end_step(): a float accepted here would fail
+    # far from the body that published it.
+    if not isinstance(value, Tensor):
+        raise ConfigError(
+            f"{node}: the loop body published trace {name!r} as a {type(value).__name__}; "
+            "expected a tensor (torch.as_tensor(value) makes one)"
+        )
+
+
 class TraceEmit:
     """What a :class:`LoopBody` publishes into during one loop call (one list per name).
 
@@ -34,6 +44,7 @@ class TraceEmit:
 
     def publish(self, name: str, value: Tensor) -> None:
         """Append ``value`` (any tensor, autograd history kept) to the trace ``name``."""
+        _check_value(self._node, name, value)
         if name in self._seen:
             raise ConfigError(
                 f"{self._node}: the loop body published trace {name!r} twice in one "
@@ -62,6 +73,7 @@ class _Discard(TraceEmit):
         super().__init__({}, "loop body")
 
     def publish(self, name: str, value: Tensor) -> None:
+        _check_value("loop body", name, value)
         problem = tag_problem(name)
         if problem is not None:
             raise ConfigError(f"loop body: cannot publish a trace: {problem}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flodl_core import atomic_write
+from flodl_core import ConfigError, atomic_write
 
 __all__ = ["write_text_atomic"]
 
@@ -15,5 +15,10 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
 
     A reader never sees a half-written file, a failed write leaves any old file in place, and a
     new file gets the usual umask mode. The folder must exist.
+    :class:`~flodl_core.ConfigError` when ``path`` is not a path (``None``, a number).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(
+            f"the output path must be a str or os.PathLike, got {type(path).__name__} {path!r:.60}"
+        )
     return atomic_write(path, text)

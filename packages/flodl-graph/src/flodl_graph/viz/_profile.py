@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from flodl_core import check_int
+
 __all__ = ["Profile", "format_ns"]
 
 
@@ -59,6 +61,8 @@ class Profile:
 
     def slowest(self, n: int = 5) -> list[tuple[str, int]]:
         """The ``n`` slowest nodes as ``(id, ns)``, slowest first."""
+        # Checked: a negative n would slice from the end (every node but the fastest).
+        n = check_int(n, "n", ge=0, where="Profile.slowest")
         return sorted(self.node_ns.items(), key=lambda kv: -kv[1])[:n]
 
     def __str__(self) -> str:
