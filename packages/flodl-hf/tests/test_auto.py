@@ -215,3 +215,14 @@ def test_subgraph_checkpoint_moves_an_encoder(tiny_models: dict, tmp_path: Any) 
             "bert.encoder.layer.0.output.dense.weight"
         ],
     )
+
+
+def test_tokenizer_argument_of_the_wrong_kind_is_refused(tmp_path: Any) -> None:
+    from flodl_core import ConfigError
+
+    tiny = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2}
+    folder = fh.export(fh.AutoModel.from_config(tiny), tmp_path / "m")
+    with pytest.raises(ConfigError, match="tokenizer must be True, False or an HfTokenizer"):
+        fh.AutoModel.from_pretrained(folder, tokenizer=str(folder / "tokenizer.json"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="tokenizer must be an HfTokenizer or None, got str"):
+        fh.AutoModel.from_config(tiny, tokenizer="tokenizer.json")  # type: ignore[arg-type]

@@ -96,3 +96,22 @@ def test_files(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["config.json"]  # no temp file left
     with pytest.raises(ConfigError, match="num_labels=2 disagrees"):
         cfg.with_labels(2, {0: "a", 1: "b", 2: "c"})
+
+
+def test_config_values_of_the_wrong_type_are_named(tmp_path: Path) -> None:
+    tiny = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2}
+    with pytest.raises(ConfigError, match="config pad_token_id must be an integer token id"):
+        HfConfig.from_dict({**tiny, "pad_token_id": "0"})
+    with pytest.raises(ConfigError, match="config type_vocab_size must be an int"):
+        HfConfig.from_dict({**tiny, "type_vocab_size": "2"})
+    (tmp_path / "config.json").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(ConfigError, match=r"config\.json is not valid JSON"):
+        HfConfig.from_file(tmp_path)
+
+
+def test_with_labels_wants_a_dict_of_indices() -> None:
+    cfg = HfConfig.from_dict({"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2})
+    with pytest.raises(ConfigError, match="id2label must be a dict of index -> name"):
+        cfg.with_labels(id2label=["neg", "pos"])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"id2label keys must be integer indices 0\.\.n-1"):
+        cfg.with_labels(id2label={"neg": "negative"})  # type: ignore[dict-item]

@@ -70,3 +70,18 @@ def test_exported_files_get_the_umask_mode(
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
     # 0o666 & ~0o027, as for any new file (not the 0o600 of a mkstemp temp file)
     assert modes == {"config.json": 0o640, "model.safetensors": 0o640, "tokenizer.json": 0o640}
+
+
+def test_a_bad_tokenizer_is_refused_before_anything_is_written(
+    tokenizer_file: Path, tmp_path: Path
+) -> None:
+    from tokenizers import Tokenizer
+
+    tiny = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2}
+    model = fh.AutoModelForSequenceClassification.from_config(tiny)
+    raw = Tokenizer.from_file(str(tokenizer_file))
+    with pytest.raises(
+        ConfigError, match=r"tokenizer must be an HfTokenizer .* HfTokenizer\(tok\)"
+    ):
+        fh.export(model, tmp_path / "out", tokenizer=raw)  # type: ignore[arg-type]
+    assert not (tmp_path / "out").exists()  # no half export left to block the next try

@@ -263,3 +263,9 @@ def test_an_optional_file_of_an_uncached_repo_is_not_taken_as_absent(
         fh.SentenceEncoder.from_pretrained("someone/cached", cache_dir=cache)
     enc = fh.SentenceEncoder.from_pretrained("someone/cached", cache_dir=cache, pooling="cls")
     assert enc.encode(["the cat"]).shape == (1, 8)  # from the cache, the Hub unreachable
+
+
+@pytest.mark.parametrize("bad", [None, 5])
+def test_repo_or_dir_of_the_wrong_type_is_named(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"repo_or_dir must be a model folder or an 'owner/name'"):
+        fh.AutoModel.from_pretrained(bad)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from flodl_core import CheckpointError
+from flodl_core import CheckpointError, ConfigError
 from flodl_hf import KeyPolicy, load_weights, plan_load
 
 
@@ -113,3 +113,24 @@ def test_summary_lists_at_most_twenty() -> None:
     with pytest.raises(CheckpointError) as e:
         load_weights(m, {**state, "weight": torch.zeros(2, 2), "bias": torch.zeros(2)})
     assert "25 unexpected" in str(e.value) and "... and 5 more" in str(e.value)
+
+
+@pytest.mark.parametrize("assign", [False, True])
+def test_a_tensor_of_the_wrong_kind_loads_nothing(assign: bool) -> None:
+    m = _model()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    state = _state(**{"classifier.weight": torch.ones(2, 4, dtype=torch.int64)})
+    with pytest.raises(
+        CheckpointError, match=r"classifier\.weight: torch\.int64 vs torch\.float32"
+    ):
+        load_weights(m, state, POLICY, assign=assign)
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+
+
+def test_a_state_dict_must_hold_tensors() -> None:
+    with pytest.raises(CheckpointError, match=r"state\['classifier\.bias'\] is str"):
+        load_weights(_model(), _state(**{"classifier.bias": "zeros"}), POLICY)  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigError, match="source must be a weight file, a model folder or a state"
+    ):
+        load_weights(_model(), 5, POLICY)  # type: ignore[arg-type]

@@ -173,3 +173,11 @@ def test_loss_and_input_errors(tiny_models: dict) -> None:
         fh.AutoModelForSequenceClassification.from_pretrained(
             tiny_models["bert", "seqcls"][0]
         ).predict(["x"])
+
+
+def test_label_names_instead_of_indices_are_named(tokenizer_file: Path) -> None:
+    tiny = {"model_type": "bert", "vocab_size": 100, "hidden_size": 8, "num_attention_heads": 2}
+    tok = fh.HfTokenizer.from_file(tokenizer_file)
+    clf = fh.AutoModelForSequenceClassification.from_config(tiny, tokenizer=tok)
+    with pytest.raises(ConfigError, match=r"labels must be numbers .* got \['pos', 'neg'\]"):
+        clf.compute_loss(tok.encode(["good", "bad"]), ["pos", "neg"])

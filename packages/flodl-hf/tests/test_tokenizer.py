@@ -76,3 +76,14 @@ def test_bad_inputs(tokenizer_file: Path, tmp_path: Path) -> None:
         HfTokenizer.from_file(tmp_path)
     with pytest.raises(ConfigError, match="no padding configured"):
         HfTokenizer(Tokenizer(models.WordLevel({"a": 0}, unk_token="a")))
+
+
+def test_texts_of_the_wrong_kind_are_named(tokenizer_file: Path) -> None:
+    tok = HfTokenizer.from_file(tokenizer_file)
+    with pytest.raises(ConfigError, match="texts must be a string or a non-empty list"):
+        tok.encode(None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"got a NoneType at texts\[1\]"):
+        tok.encode(["a", None])  # type: ignore[list-item]
+    assert tok.encode_ids("the cat") == tok.encode_ids(["the cat"])  # one text, not 7 letters
+    with pytest.raises(ConfigError, match=r"use HfTokenizer\.from_file\(path\)"):
+        HfTokenizer(str(tokenizer_file))  # type: ignore[arg-type]

@@ -268,3 +268,29 @@ def test_ctrl_c_mid_run_writes_the_partial_report(tmp_path: Path) -> None:
     assert "interrupted (Ctrl-C): writing the partial report" in out.getvalue()
     html = report.read_text()
     assert '"complete":{"epochs":2' in html
+
+
+def test_stream_must_be_writable() -> None:
+    with pytest.raises(ConfigError, match=r"stream must be a text stream .* got str 'out.txt'"):
+        Monitor(3, stream="out.txt", resources=False)  # type: ignore[arg-type]
+
+
+def test_metadata_must_be_json(tmp_path: Path) -> None:
+    m = Monitor(2, stream=io.StringIO(), resources=False)
+    with pytest.raises(ConfigError, match=r"metadata\['when'\] = .* is not JSON-serialisable"):
+        m.set_metadata({"when": datetime.date(2024, 1, 1)})
+    with pytest.raises(ConfigError, match="metadata must be a dict, got list"):
+        m.set_metadata([("a", 1)])  # type: ignore[arg-type]
+    m.save_html(tmp_path / "report.html")  # the refused metadata left nothing behind
+    m.finish()
+
+
+def test_a_report_that_cannot_be_written_is_not_retried_by_finish(tmp_path: Path) -> None:
+    m = Monitor(2, stream=io.StringIO(), resources=False)
+    m.record_log(tmp_path / "records")
+    m.log(0, 0.1, {"loss": 1.0})
+    (tmp_path / "taken").mkdir()  # a folder where the file should go
+    with pytest.raises(OSError):
+        m.save_html(tmp_path / "taken")
+    m.finish()  # writes nothing for it and closes the record log
+    assert m._record_log is not None and not m._record_log._open

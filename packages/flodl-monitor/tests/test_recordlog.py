@@ -103,3 +103,20 @@ def test_bad_settings_and_bad_files(tmp_path: Path) -> None:
     (foreign / "notes.jsonl").write_text("{}\n")
     with pytest.raises(DataError, match="not a record log file"):
         load_record_log(foreign)
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\xff", "utf-8"),  # a binary file named .jsonl
+        (b'{"type":"record","step":0,"t":1.0,"metrics":[1,2]}\n', "metrics is"),
+        (b'{"type":"alert","kind":1,"message":null,"step":0,"t":1.0}\n', "kind and message"),
+    ],
+    ids=["binary", "metrics-not-an-object", "alert-fields"],
+)
+def test_a_foreign_file_is_a_data_error_naming_file_and_line(
+    tmp_path: Path, content: bytes, why: str
+) -> None:
+    (tmp_path / "root.jsonl").write_bytes(content)
+    with pytest.raises(DataError, match=rf"root\.jsonl:1: malformed record line \(.*{why}"):
+        load_record_log(tmp_path)

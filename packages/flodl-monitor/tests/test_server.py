@@ -209,6 +209,8 @@ async def test_client_cap(aiohttp_client: Any) -> None:
     assert d.status == 200
     with pytest.raises(ConfigError, match="max_clients"):
         m.app(max_clients=0)
+    with pytest.raises(ConfigError, match="queue_size must be an int >= 1"):
+        m.app(queue_size=0)  # would drop every client at every epoch
 
 
 async def test_a_client_that_falls_behind_is_dropped_not_buffered(aiohttp_client: Any) -> None:

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from flodl_core import ConfigError
-from flodl_monitor import Alert, Monitor, RecordTree
+from flodl_monitor import Alert, DashboardServer, Monitor, RecordTree
 
 from .test_listen import OVERSIZED, raw_request
 
@@ -126,6 +126,14 @@ def test_real_server_in_its_own_process() -> None:
             _monitor().serve(0, max_clients=0)
         with pytest.raises(ConfigError, match="allowed_hosts must be a list"):
             _monitor().serve(0, allowed_hosts="dash.lab")
+        with pytest.raises(ConfigError, match=r"host must be a str .* got NoneType None"):
+            _monitor().serve(0, host=None)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="host must be an address of this machine"):
+            _monitor().serve(0, host="127.0.0.1:3000")  # a port inside the host
+        with pytest.raises(ConfigError, match="queue_size must be an int >= 1"):
+            DashboardServer(_monitor(), queue_size=0)
+        with pytest.raises(ConfigError, match="coalesce must be a finite"):
+            DashboardServer(_monitor(), coalesce=float("nan"))
     finally:
         m.stop()
     m.stop()  # idempotent

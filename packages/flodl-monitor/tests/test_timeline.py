@@ -340,3 +340,9 @@ def test_chrome_trace_is_valid_trace_event_json(tmp_path: Path) -> None:
 def test_chrome_trace_of_empty_timeline() -> None:
     doc = Timeline(origin=5.0).to_chrome_trace()
     assert doc["traceEvents"] == [] and json.loads(json.dumps(doc)) == doc
+
+
+@pytest.mark.parametrize("origin", ["abc", float("nan"), True])
+def test_origin_must_be_a_finite_time(origin: object) -> None:
+    with pytest.raises(ConfigError, match="origin must be a finite time"):
+        Timeline(origin=origin)  # type: ignore[arg-type]

@@ -20,10 +20,10 @@ from flodl_core import CheckpointError
 
 from ._config import HfConfig
 from ._hub import resolve_file, resolve_weights
-from ._loader import WeightLoadReport, expected_keys, plan_load
+from ._loader import WeightLoadReport, check_kinds, expected_keys, plan_load
 from ._model import HfModel
 from ._tasks import MaskedLM, QuestionAnswering, SequenceClassifier, TokenClassifier
-from ._tokenizer import HfTokenizer
+from ._tokenizer import HfTokenizer, check_tokenizer
 from ._weights import read_weights
 from .models._assemble import build
 from .models._layers import init_parameter, init_weights
@@ -131,6 +131,9 @@ class _AutoModel:
         the folder has one. The model is returned in eval mode; ``model.load_report`` says what
         was loaded, left unused and initialised.
         """
+        if not isinstance(tokenizer, bool):
+            # A path or a raw tokenizers.Tokenizer would otherwise be dropped without a word.
+            check_tokenizer(tokenizer, "True, False or an HfTokenizer")
         kw = {"revision": revision, "cache_dir": cache_dir}
         cfg_path = resolve_file(repo_or_dir, "config.json", **kw)
         assert cfg_path is not None
@@ -150,6 +153,7 @@ class _AutoModel:
                     "for a fresh head"
                 )
             raise CheckpointError(f"cannot load {weights}:\n{report.summary()}{hint}")
+        check_kinds(model, mapped, f" {weights}")
         with torch.no_grad():
             model.load_state_dict(mapped, strict=False, assign=True)
         model.tie_weights()

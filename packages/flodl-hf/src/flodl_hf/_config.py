@@ -141,8 +141,8 @@ class HfConfig:
                 f"config hidden_size {self.hidden_size} must be a multiple of "
                 f"num_attention_heads {self.num_attention_heads}"
             )
-        if self.type_vocab_size < 0:
-            raise ConfigError(f"config type_vocab_size must be >= 0, got {self.type_vocab_size}")
+        check_int(self.type_vocab_size, "config type_vocab_size", ge=0)
+        check_int(self.pad_token_id, "config pad_token_id", expected="an integer token id")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(
                 f"config pad_token_id {self.pad_token_id} must lie in [0, vocab_size="
@@ -199,12 +199,10 @@ class HfConfig:
         if path.is_dir():
             path = path / "config.json"
         try:
-            text = path.read_text(encoding="utf-8")
+            data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"no config.json at {path}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
+        except ValueError as e:  # JSONDecodeError, or UnicodeDecodeError for a binary file
             raise ConfigError(f"{path} is not valid JSON: {e}") from None
         return cls.from_dict(data)
 
@@ -217,13 +215,22 @@ class HfConfig:
                 return replace(self, raw=dict(self.raw))
             num_labels = check_int(num_labels, "num_labels", ge=1, expected="a positive integer")
             id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
+        elif not isinstance(id2label, dict):
+            raise ConfigError(
+                f"id2label must be a dict of index -> name (e.g. {{0: 'negative', 1: 'positive'}}),"
+                f" got {type(id2label).__name__} {id2label!r}"
+            )
         elif num_labels is not None and num_labels != len(id2label):
             raise ConfigError(
                 f"num_labels={num_labels} disagrees with id2label, which has {len(id2label)} names"
             )
-        return replace(
-            self, id2label={int(k): str(v) for k, v in id2label.items()}, raw=dict(self.raw)
-        )
+        try:
+            labels = {int(k): str(v) for k, v in id2label.items()}
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"id2label keys must be integer indices 0..n-1, got {list(id2label)!r}"
+            ) from None
+        return replace(self, id2label=labels, raw=dict(self.raw))
 
     def to_dict(self, architectures: list[str] | None = None) -> dict[str, Any]:
         """The ``config.json`` dictionary transformers reads back as this model."""

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 from flodl_core import ConfigError, atomic_path, atomic_write
 
 from ._model import HfModel
-from ._tokenizer import HfTokenizer
+from ._tokenizer import HfTokenizer, check_tokenizer
 
 
 def export(
@@ -31,6 +31,10 @@ def export(
     """
     if not isinstance(model, HfModel):
         raise ConfigError(f"export expects a flodl_hf model, got {type(model).__name__}")
+    # Checked before anything is written: a bad tokenizer found after the weights would leave
+    # a partial export that the next call refuses to overwrite.
+    tok = tokenizer or model.tokenizer
+    check_tokenizer(tok)
     out = Path(out_dir)
     target = out / "model.safetensors"
     if target.exists() and not overwrite:
@@ -46,7 +50,6 @@ def export(
     atomic_write(
         out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n", parents=True
     )
-    tok = tokenizer or model.tokenizer
     if tok is not None:
         tok.save(out / "tokenizer.json")
     return out

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from flodl_core import CheckpointError
+from flodl_core import CheckpointError, ConfigError
 
 from ._weights import read_weights
 
@@ -111,6 +111,10 @@ def plan_load(
     bare = bool(policy.prefix) and not any(k.startswith(policy.prefix + ".") for k in state)
     mapped: dict[str, Tensor] = {}
     for key, tensor in state.items():
+        if not isinstance(tensor, Tensor):
+            raise CheckpointError(
+                f"state[{key!r}] is {type(tensor).__name__}; a state dict maps names to tensors"
+            )
         target = _map_key(key, expected, policy, bare)
         if target is None:
             if any(p.search(key) for p in ignore):
@@ -185,6 +189,28 @@ def expected_keys(module: nn.Module) -> dict[str, tuple[int, ...]]:
     return {k: tuple(v.shape) for k, v in module.state_dict(keep_vars=True).items()}
 
 
+def _kind(t: Tensor) -> str:
+    return "complex" if t.is_complex() else "floating" if t.is_floating_point() else "integer"
+
+
+def check_kinds(module: nn.Module, mapped: Mapping[str, Tensor], where: str) -> None:
+    """Refuse checkpoint tensors whose kind (floating, complex, integer/bool) differs from the
+    model's: torch would cast them silently, or fail half-way through an ``assign=True`` load
+    with some parameters already replaced."""
+    own = module.state_dict(keep_vars=True)
+    bad = [
+        f"  {k}: {v.dtype} vs {own[k].dtype}"
+        for k, v in mapped.items()
+        if k in own and _kind(v) != _kind(own[k])
+    ]
+    if bad:
+        listed = "\n".join(bad[:_MAX_LISTED])
+        raise CheckpointError(
+            f"cannot load{where}: {len(bad)} tensors of the wrong kind (checkpoint vs model); "
+            f"nothing was loaded:\n{listed}"
+        )
+
+
 def load_weights(
     module: nn.Module,
     source: str | Path | Mapping[str, Tensor],
@@ -195,15 +221,22 @@ def load_weights(
     """Load a weight file, model folder or state dict into ``module``, all or nothing.
 
     Raises :class:`~flodl_core.CheckpointError` listing missing, unexpected and shape-mismatched
-    keys (up to 20 per bucket) before touching the module. With ``assign=True`` the checkpoint's
+    keys (up to 20 per bucket), or tensors of another kind than the module's (integer weights
+    for a float parameter), before touching the module. With ``assign=True`` the checkpoint's
     tensors become the parameters (zero-copy from the memory map, file dtype kept); otherwise
     values are copied into the existing parameters, which keep their identity and dtype.
     """
+    if not isinstance(source, str | Path | Mapping):
+        raise ConfigError(
+            f"source must be a weight file, a model folder or a state dict, got "
+            f"{type(source).__name__}"
+        )
     state = read_weights(source) if isinstance(source, str | Path) else source
     mapped, report = plan_load(expected_keys(module), state, policy)
+    where = f" from {source}" if isinstance(source, str | Path) else ""
     if not report.ok:
-        where = f" from {source}" if isinstance(source, str | Path) else ""
         raise CheckpointError(f"cannot load weights{where}:\n{report.summary()}")
+    check_kinds(module, mapped, f" weights{where}")
     with torch.no_grad():
         module.load_state_dict(mapped, strict=False, assign=assign)
     return report

@@ -21,7 +21,7 @@ from flodl_graph import Graph, GraphTree, GraphViz, Metrics
 
 from ._config import HfConfig
 from ._loader import KeyPolicy
-from ._tokenizer import EncodedBatch, HfTokenizer
+from ._tokenizer import EncodedBatch, HfTokenizer, check_tokenizer
 from .models._assemble import Assembly
 from .models._bert import roberta_position_ids
 from .models._family import Family
@@ -52,6 +52,7 @@ class HfModel(nn.Module):
         self, config: HfConfig, assembly: Assembly, tokenizer: HfTokenizer | None = None
     ) -> None:
         super().__init__()
+        check_tokenizer(tokenizer)
         self.config = config
         self.__dict__["_assembly"] = assembly
         self.tokenizer = tokenizer
@@ -141,6 +142,7 @@ class HfModel(nn.Module):
 
     def with_tokenizer(self, tokenizer: HfTokenizer) -> HfModel:
         """Attach the tokenizer the text APIs use; returns the model."""
+        check_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         return self
 
@@ -208,6 +210,8 @@ class HfModel(nn.Module):
             ("token_type_ids", token_type_ids),
             ("position_ids", position_ids),
         ):
+            if t is not None and not isinstance(t, Tensor):
+                raise ShapeError(f"{name} must be a tensor like input_ids, got {type(t).__name__}")
             if t is not None and tuple(t.shape) != tuple(input_ids.shape):
                 raise ShapeError(
                     f"{name} must have the shape of input_ids {tuple(input_ids.shape)}, "
@@ -264,6 +268,11 @@ class HfModel(nn.Module):
 
     def forward_encoded(self, encoded: EncodedBatch) -> Any:
         """Run on a tokenizer batch (moved to the model's device); the mode is left as is."""
+        if not isinstance(encoded, EncodedBatch):
+            raise ConfigError(
+                f"expected an EncodedBatch from model.tokenizer.encode(texts), got "
+                f"{type(encoded).__name__}; tokenise the texts first"
+            )
         enc = encoded.to(self.device)
         return self(enc.input_ids, enc.attention_mask, enc.token_type_ids)
 

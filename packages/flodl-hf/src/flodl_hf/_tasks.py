@@ -39,7 +39,14 @@ def _labels_to(labels: Any, device: torch.device) -> Tensor:
     """A tensor of labels on ``device`` (lists of numbers are accepted)."""
     if isinstance(labels, Tensor):
         return labels.to(device)
-    return torch.as_tensor(labels, device=device)
+    try:
+        return torch.as_tensor(labels, device=device)
+    except (TypeError, ValueError, RuntimeError):
+        # Label names instead of indices are the usual cause; torch's message names neither.
+        raise ConfigError(
+            f"labels must be numbers (class indices or targets) or a tensor, got {labels!r:.100}; "
+            "map label names to indices first (model.config.id2label holds the names)"
+        ) from None
 
 
 class SequenceClassifier(HfModel):

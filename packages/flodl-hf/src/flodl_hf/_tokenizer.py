@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -57,6 +57,11 @@ class HfTokenizer:
     """
 
     def __init__(self, tokenizer: Tokenizer) -> None:
+        if not isinstance(tokenizer, Tokenizer):
+            raise ConfigError(
+                f"HfTokenizer wraps a tokenizers.Tokenizer, got {type(tokenizer).__name__} "
+                f"{tokenizer!r}; to read a tokenizer.json use HfTokenizer.from_file(path)"
+            )
         # A private copy: padding / truncation switches are per-call and must not leak.
         self._tok = Tokenizer.from_str(tokenizer.to_str())
         self._tok.no_padding()
@@ -126,20 +131,15 @@ class HfTokenizer:
     # ---- encoding ---------------------------------------------------------------------------
     def encode(self, texts: str | Sequence[str], *, max_length: int | None = None) -> EncodedBatch:
         """Tokenise single texts. ``max_length`` truncates each row to that many tokens."""
-        if isinstance(texts, str):
-            texts = [texts]
-        texts = list(texts)
-        if not texts or not all(isinstance(t, str) for t in texts):
-            raise ConfigError("encode expects a non-empty list of strings")
+        texts = _text_list(texts)
+        if not texts:
+            raise ConfigError("texts is empty; expected a non-empty list of strings")
         return self._batch(texts, max_length)
 
     def encode_ids(self, texts: Sequence[str], *, max_length: int | None = None) -> list[list[int]]:
         """Token ids of each text, special tokens included, unpadded (for callers that batch
         and pad themselves, e.g. by length). ``max_length`` truncates each row."""
-        texts = list(texts)
-        if not all(isinstance(t, str) for t in texts):
-            bad = next(t for t in texts if not isinstance(t, str))
-            raise ConfigError(f"texts must be strings, got a {type(bad).__name__}: {bad!r}")
+        texts = _text_list(texts)
         if max_length is not None:
             max_length = check_int(max_length, "max_length", ge=1, expected="a positive integer")
         if not texts:
@@ -208,3 +208,37 @@ class HfTokenizer:
             "the tokenizer has no padding configured and no [PAD] or <pad> token; "
             "add one or configure padding in tokenizer.json"
         )
+
+
+def _text_list(texts: str | Sequence[str]) -> list[str]:
+    """``texts`` as a list of strings (one string is one text, not a list of characters)."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, bytes) or not isinstance(texts, Iterable):
+        raise ConfigError(
+            f"texts must be a string or a non-empty list of strings, got "
+            f"{type(texts).__name__} {texts!r}"
+        )
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise ConfigError(
+                f"texts must be strings, got a {type(t).__name__} at texts[{i}]: {t!r}; "
+                "expected a non-empty list of strings"
+            )
+    return out
+
+
+def check_tokenizer(tokenizer: object, expected: str = "an HfTokenizer or None") -> None:
+    """Refuse anything but an :class:`HfTokenizer` (or None) for the ``tokenizer`` argument."""
+    if tokenizer is None or isinstance(tokenizer, HfTokenizer):
+        return
+    hint = (
+        "wrap it: HfTokenizer(tok)"
+        if isinstance(tokenizer, Tokenizer)
+        else "read one with HfTokenizer.from_file(path) or HfTokenizer.from_pretrained(name)"
+    )
+    raise ConfigError(
+        f"tokenizer must be {expected}, got {type(tokenizer).__name__}"
+        f"{f' {tokenizer!r}' if isinstance(tokenizer, str) else ''}; {hint}"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import math
 import os
@@ -98,6 +99,12 @@ class Monitor:
         color: bool | None = None,
     ) -> None:
         self.total = check_int(total_epochs, "total_epochs", ge=1)
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            # A file name here would fail only at the first log(), far from the mistake.
+            raise ConfigError(
+                f"stream must be a text stream with write() (sys.stdout, an open file), got "
+                f"{type(stream).__name__} {stream!r}; to log to a file, pass open(path, 'w')"
+            )
         self._stream = stream
         self._color = color
         self._start = time.perf_counter()
@@ -186,6 +193,17 @@ class Monitor:
 
     def set_metadata(self, metadata: Mapping[str, Any]) -> None:
         """Free-form key/values shown in the page header (JSON-serialisable)."""
+        if not isinstance(metadata, Mapping):
+            raise ConfigError(f"metadata must be a dict, got {type(metadata).__name__}")
+        for key, value in metadata.items():
+            # Checked now: a bad value would otherwise break every page and report later.
+            try:
+                json.dumps({key: value}, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise ConfigError(
+                    f"metadata[{key!r}] = {value!r} is not JSON-serialisable ({e}); "
+                    "use strings, finite numbers, booleans, None, lists and dicts"
+                ) from None
         self._meta = dict(metadata)
 
     # ---- logging an epoch ------------------------------------------------------------------
@@ -502,9 +520,12 @@ class Monitor:
         return self._save(Path(path), "records")
 
     def _save(self, path: Path, view: str) -> Path:
+        written = write_atomic(path, self._archive(view))
+        # Registered only once written: a path that cannot be written must not make finish()
+        # fail again (and skip closing the record log).
         if self._finished_at is None:
             self._html[path] = view
-        return write_atomic(path, self._archive(view))
+        return written
 
     def export_csv(self, path: str | os.PathLike[str]) -> Path:
         """One row per epoch; see :func:`flodl_monitor.csv_text` for the columns."""

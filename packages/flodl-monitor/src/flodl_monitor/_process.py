@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from flodl_core import ConfigError, check_int
+from flodl_core import ConfigError, check_finite, check_int
 
 from . import _wire as wire
 from ._hosts import HostPolicy
@@ -33,6 +33,13 @@ logger = logging.getLogger("flodl.monitor")
 
 def check_max_clients(max_clients: int) -> None:
     check_int(max_clients, "max_clients", ge=1)
+
+
+def check_stream_options(queue_size: int, coalesce: float) -> None:
+    """``queue_size``: frames a client may lag by (0 would drop every client at every epoch);
+    ``coalesce``: seconds between a stream's flushes."""
+    check_int(queue_size, "queue_size", ge=1, note="frames a live client may fall behind by")
+    check_finite(coalesce, "coalesce", ge=0, expected="a finite number of seconds >= 0")
 
 
 # The server process runs with the training process's import path, so it imports the same code.
@@ -82,8 +89,14 @@ class DashboardServer:
         coalesce: float = 0.1,
         allowed_hosts: Iterable[str] = (),
     ) -> None:
+        if not isinstance(host, str):
+            raise ConfigError(
+                f"host must be a str (an address of this machine: '127.0.0.1', '0.0.0.0' for "
+                f"every interface), got {type(host).__name__} {host!r}"
+            )
         check_int(port, "port", ge=0, le=65535, note="0 picks a free one")
         check_max_clients(max_clients)
+        check_stream_options(queue_size, coalesce)
         HostPolicy.of(allowed_hosts, host)  # a bad entry fails here, not in the server process
         self.host, self.port = host, port
         self._source = source
@@ -169,7 +182,8 @@ class DashboardServer:
         self._shutdown(timeout=5.0)
         raise ConfigError(
             f"cannot serve the dashboard on {self.host}:{self.port} ({error}); "
-            "pick another port, or port=0 for a free one"
+            "pick another port, or port=0 for a free one; host must be an address of this "
+            "machine ('127.0.0.1', or '0.0.0.0' for every interface)"
         )
 
     def _read_answers(self) -> None:

@@ -126,13 +126,27 @@ def load_record_log(directory: str | os.PathLike[str], **tree_kwargs: Any) -> Re
 
 
 def _replay(tree: RecordTree, f: Path, path: str) -> None:
-    with open(f, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    # Read as bytes and decode per line: a binary or foreign file then fails on its line with
+    # the file named, not with a bare UnicodeDecodeError from the iterator.
+    with open(f, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
             try:
-                obj = json.loads(line)
+                obj = json.loads(raw.decode("utf-8"))
                 if obj["type"] == "record":
+                    if not isinstance(obj["metrics"], dict):
+                        raise TypeError(f"metrics is {obj['metrics']!r}, not an object")
                     tree.publish(path, obj["metrics"], step=obj["step"], t=obj["t"])
                 elif obj["type"] == "alert":
-                    tree.alert(Alert(obj["kind"], path, obj["message"], obj["step"], obj["t"]))
-            except (ValueError, KeyError, TypeError) as e:
+                    tree.alert(_alert_of(obj, path))
+            except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
                 raise DataError(f"{f}:{lineno}: malformed record line ({e})") from None
+
+
+def _alert_of(obj: dict[str, Any], path: str) -> Alert:
+    """An alert line back as an :class:`Alert` (TypeError on fields of the wrong kind)."""
+    kind, message, step, t = obj["kind"], obj["message"], obj["step"], obj["t"]
+    if not (isinstance(kind, str) and isinstance(message, str)):
+        raise TypeError(f"alert kind and message must be strings, got {kind!r}, {message!r}")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        raise TypeError(f"alert step must be an int or null, got {step!r}")
+    return Alert(kind, path, message, step, float(t))

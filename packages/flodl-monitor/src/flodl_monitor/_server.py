@@ -37,7 +37,7 @@ from flodl_core import ConfigError, PathError
 from ._hosts import BadHost, HostPolicy
 from ._hub import HEARTBEAT, EpochClient, Hub, StreamClient, sse_frame
 from ._process import DashboardServer as DashboardServer
-from ._process import check_max_clients
+from ._process import check_max_clients, check_stream_options
 from ._records import RecordTree
 
 MAX_N = 10_000
@@ -318,6 +318,7 @@ def make_app(
     ``bound_host``: the host the server binds, accepted too unless it is a wildcard address.
     """
     check_max_clients(max_clients)
+    check_stream_options(queue_size, coalesce)
     hosts = HostPolicy.of(allowed_hosts, bound_host)
     app = web.Application(middlewares=[_host_guard, _errors])
     app[HOSTS] = hosts

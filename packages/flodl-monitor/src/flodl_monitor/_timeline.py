@@ -102,7 +102,10 @@ class Timeline:
     """
 
     def __init__(self, origin: float | None = None) -> None:
-        self.origin = time.time() if origin is None else float(origin)
+        expected = "a finite time.time() in seconds, or None for now"
+        self.origin = (
+            time.time() if origin is None else check_finite(origin, "origin", expected=expected)
+        )
         self._spans: list[TimelineSpan] = []
         self._events: list[TimelineEvent] = []
         self._samples: list[TimelineSample] = []
