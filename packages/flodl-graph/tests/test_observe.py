@@ -244,7 +244,7 @@ def test_cross_boundary_errors(model: Graph, x: torch.Tensor) -> None:
         model.record_at("encoder.nope.loss", 1.0)
     with pytest.raises(PathError, match=r"ends with '\.'"):
         model.record_at("encoder.scan.", 1.0)
-    with pytest.raises(PathError, match="no metric or tag named 'loss'"):
+    with pytest.raises(PathError, match="no metric or tag named 'loss' in graph 'scan'"):
         model.trend_at("encoder.scan.loss")
 
 
@@ -340,3 +340,21 @@ def test_plot_html_title_must_be_a_string(model: Graph, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"metrics\.plot_html: title must be a str, got int"):
         model.plot_html(tmp_path / "p.html", title=3)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_timings_of_an_unprofiled_subgraph_say_profiling_is_per_graph(
+    model: Graph, x: torch.Tensor
+) -> None:
+    model.enable_profiling()
+    model(x)
+    model.timings.collect()  # the root's own nodes are timed
+    node = model.subgraph("encoder").nodes[0].name
+    with pytest.raises(ConfigError, match="graph 'encoder' is not profiled; call enable_profiling"):
+        model.timings.collect_at(f"encoder.{node}")
+    encoder = model.subgraph("encoder")
+    encoder.enable_profiling()
+    with pytest.raises(ConfigError, match="'encoder' is profiled but has not run a forward"):
+        encoder.viz.dot_with_profile()
+    model(x)
+    model.timings.collect_at(f"encoder.{node}")
+    assert len(encoder.timings.collected(node)) == 1

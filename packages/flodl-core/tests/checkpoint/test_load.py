@@ -254,6 +254,12 @@ def test_missing_file_is_file_not_found(tmp_path: Path, make_net: Callable[..., 
     assert isinstance(info.value, CheckpointNotFoundError)
 
 
+def test_a_folder_is_refused_by_name(
+    tmp_path: Path, make_net: Callable[..., nn.Module], state_bytes: Any
+) -> None:
+    assert_refused(make_net(), tmp_path, "is a directory; give the path of the file", state_bytes)
+
+
 def test_gz_path_holding_plain_data(
     tmp_path: Path, make_net: Callable[..., nn.Module], state_bytes: Any
 ) -> None:

@@ -147,8 +147,9 @@ class Metrics:
                 # latest() lists a subgraph's names dotted; trend() reads this graph's only.
                 dotted = isinstance(name, str) and "." in name
                 hint = f"; for a subgraph's, use trend_at({name!r})" if dotted else ""
+                where = f"graph {self._g.label!r}" if self._g.label else "this graph"
                 raise PathError(
-                    f"trend: no {self._source.noun} named {name!r} in this graph{hint}",
+                    f"trend: no {self._source.noun} named {name!r} in {where}{hint}",
                     {*store.known(), *known},
                 )
         return Trend(store.history.get(name, ()), name)

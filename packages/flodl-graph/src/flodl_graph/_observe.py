@@ -186,9 +186,7 @@ class TimingSource:
             )
         prof = self._g.viz.profile()
         if prof is None:
-            raise ConfigError(
-                "collect_timings: no timings yet; call enable_profiling() and run a forward first"
-            )
+            raise ConfigError(f"collect_timings: {self._g.viz.why_no_profile()}")
         by_name = {n.name: n.id for n in self._g.nodes}
         wanted = names or [prof.names.get(i, i) for i in prof.node_ns]
         out: list[tuple[str, float]] = []

@@ -54,6 +54,10 @@ def open_read(
         raw = open(path, "rb")  # noqa: SIM115 - closed below, after the gzip wrapper
     except FileNotFoundError:
         raise CheckpointNotFoundError(path, what) from None
+    except IsADirectoryError:
+        raise CheckpointError(
+            f"{what} {path} is a directory; give the path of the file in it"
+        ) from None
     try:
         if not is_gzip_path(path):
             size = os.fstat(raw.fileno()).st_size

@@ -90,10 +90,20 @@ class GraphViz:
     def _require_profile(self, what: str) -> Profile:
         prof = self.profile()
         if prof is None:
-            raise ConfigError(
-                f"{what}: no timings yet; call enable_profiling() and run a forward first"
-            )
+            raise ConfigError(f"{what}: {self.why_no_profile()}")
         return prof
+
+    def why_no_profile(self) -> str:
+        """Why :meth:`profile` is None: this graph is not profiled (profiling is per graph, so a
+        parent's does not time a subgraph's nodes), or no forward has run since."""
+        g = self._g
+        who = f"graph {g.label!r}" if g.label else "this graph"
+        if not g._profiling:
+            return (
+                f"no timings yet: {who} is not profiled; call enable_profiling() on it (each "
+                "graph of a tree is profiled on its own) and run a forward"
+            )
+        return f"no timings yet: {who} is profiled but has not run a forward since"
 
 
 def _emit_svg(scene: Scene, path: str | os.PathLike[str] | None, engine: str) -> str:
