@@ -33,10 +33,13 @@ def test_shards_are_equal_disjoint_and_contiguous() -> None:
     assert parts == [range(0, 3), range(3, 6), range(6, 9)]
 
 
-@pytest.mark.parametrize(("rank", "world", "match"), [(3, 3, "out of range"), (0, 0, ">= 1")])
-def test_even_shard_errors(rank: int, world: int, match: str) -> None:
+@pytest.mark.parametrize(
+    ("n", "rank", "world", "match"),
+    [(10, 3, 3, "out of range"), (10, 0, 0, ">= 1"), (-10, 0, 1, "n must be an int >= 0")],
+)
+def test_even_shard_errors(n: int, rank: int, world: int, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        even_shard(10, rank, world)
+        even_shard(n, rank, world)
 
 
 def test_weighted_shards_are_proportional_and_exact() -> None:

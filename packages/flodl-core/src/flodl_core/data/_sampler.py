@@ -42,6 +42,7 @@ def even_shard(n: int, rank: int, world_size: int) -> range:
     positions are left out so every rank runs the same number of steps (a rank with one more
     batch would wait forever in a collective).
     """
+    _check_int("n", n, 0)  # a negative n would give an empty, reversed range silently
     _check_int("world_size", world_size, 1)
     _check_int("rank", rank, 0)
     if rank >= world_size:
