@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -174,3 +175,21 @@ def test_a_folder_or_empty_target_is_refused_before_writing(tmp_path: Path, how:
     with pytest.raises(FileNotFoundError, match="empty path"):
         write("")
     assert not entered and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("how", ["open", "path"])
+def test_a_full_disk_names_the_file_it_failed_to_write(tmp_path: Path, how: str) -> None:
+    target = tmp_path / "big.fdl"
+    target.write_bytes(b"old")
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as a write raises it: no file name
+    with pytest.raises(OSError, match=r"No space left on device: '.*big\.fdl'") as info:
+        if how == "open":
+            with fc.atomic_open(target) as f:
+                f.write(b"half")
+                raise full
+        else:
+            with fc.atomic_path(target):
+                raise full
+    assert info.value.errno == errno.ENOSPC
+    assert target.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["big.fdl"]

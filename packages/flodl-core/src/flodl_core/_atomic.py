@@ -89,6 +89,15 @@ def _create_temp(target: str, parents: bool) -> tuple[str, int]:
     return tmp, fd
 
 
+def _discard(tmp: str, target: str, error: BaseException) -> None:
+    """Remove the temp file after a failed write; an OS error that names no file (a full disk:
+    ``[Errno 28] No space left on device``) gets the target's name, so it says where."""
+    with suppress(FileNotFoundError):
+        os.unlink(tmp)
+    if isinstance(error, OSError) and error.errno is not None and error.filename is None:
+        error.filename = target
+
+
 def _commit(tmp: str, target: str) -> None:
     os.replace(tmp, target)
     _fsync_dir(os.path.dirname(os.path.abspath(target)))
@@ -126,9 +135,8 @@ def atomic_path(path: PathLike, *, parents: bool = False) -> Iterator[Path]:
         finally:
             os.close(fd)
         _commit(tmp, target)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as e:
+        _discard(tmp, target, e)
         raise
 
 
@@ -152,9 +160,8 @@ def atomic_open(
             f.flush()
             os.fsync(f.fileno())
         _commit(tmp, target)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as e:
+        _discard(tmp, target, e)
         raise
 
 
