@@ -307,6 +307,34 @@ def test_session_needs_a_step_per_batch() -> None:
         session.step(torch.zeros((), requires_grad=True))
 
 
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((None, "make_adam", "cfg"), "model must be an nn.Module"),
+        (("model", None, "cfg"), "optim_factory must be callable"),
+        (("model", "make_adam", {"batch_size": 16}), "config must be a DdpConfig"),
+    ],
+)
+def test_setup_names_an_argument_of_the_wrong_kind(args: tuple[Any, ...], match: str) -> None:
+    x, y = fx.make_data(64)
+    given = {"model": fx.make_model(), "make_adam": fx.make_adam}
+    given["cfg"] = DdpConfig(dataset=(x, y), batch_size=16)
+    with pytest.raises(ConfigError, match=match):
+        Trainer.setup(*(given.get(a, a) if isinstance(a, str) else a for a in args))
+
+
+def test_a_refused_epoch_number_leaves_the_session_usable() -> None:
+    x, y = fx.make_data(64)
+    session = Trainer.setup(fx.make_model(), fx.make_adam, DdpConfig(dataset=(x, y), batch_size=16))
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match="epoch must be an int >= 0"):
+            session.epoch(bad)  # type: ignore[arg-type]
+    for batch in session.epoch(0):  # it used to fail: "rank 0 left epoch -1 before its end"
+        session.step(nn.functional.mse_loss(session.model(batch[0]), batch[1]))
+    assert [m.epoch for m in session.metrics] == [0]
+    session.close()
+
+
 # ---- policy helpers -------------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from ._config import DdpConfig
 from ._errors import DdpError
 from ._handle import TrainedState
 from ._metrics import EpochMetrics
-from ._options import check_config, check_world
+from ._options import _callable, _int, _must, check_config, check_world
 from ._rank import RankEngine
 from ._reduce import LocalReducer
 from ._torchrun import group_comm, join_group, torchrun_env
@@ -49,8 +49,9 @@ class DdpSession:
     def __init__(
         self, model: nn.Module, optim_factory: Callable[..., Any], config: DdpConfig
     ) -> None:
-        if not isinstance(config, DdpConfig):
-            raise TypeError(f"config must be a DdpConfig, got {type(config).__name__}")
+        _must("config", lambda c: isinstance(c, DdpConfig), "be a DdpConfig", type)(config)
+        _must("model", lambda m: isinstance(m, nn.Module), "be an nn.Module", type)(model)
+        _callable("optim_factory")(optim_factory)
         spec = check_config(config.to_trainer_config(), need_epochs=False)
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
         self._created_pg, rank, world = False, 0, 1
@@ -110,7 +111,7 @@ class DdpSession:
         """This rank's batches of epoch ``n`` (iterate to the end on every rank)."""
         if self._closed:
             raise DdpError("the session is closed")
-        return self._engine.epoch(n)
+        return self._engine.epoch(_int("epoch", 0)(n))  # checked here: a bad n leaves no epoch
 
     def step(self, loss: torch.Tensor) -> None:
         """Backward, per-rank clip, optimizer step, zero_grad (once per batch)."""

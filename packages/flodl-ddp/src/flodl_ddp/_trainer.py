@@ -21,7 +21,7 @@ from ._guards import NoGuard
 from ._handle import DdpHandle
 from ._launch import start
 from ._modes import Backend, Mode, Policy, parse_mode
-from ._options import check_option
+from ._options import _callable, check_option
 from ._session import DdpSession
 
 
@@ -39,8 +39,7 @@ class TrainerBuilder:
         self._factories = (model_factory, optim_factory, train_step)
         names = ("model_factory", "optim_factory", "train_step")
         for name, fn in zip(names, self._factories, strict=True):
-            if not callable(fn):
-                raise ConfigError(f"{name} must be callable, got {type(fn).__name__} {fn!r}")
+            _callable(name)(fn)
         self._cfg = TrainerConfig()
 
     def _set(self, name: str, value: Any) -> TrainerBuilder:
