@@ -106,7 +106,7 @@ class EpochMetrics:
         per_rank_batch_share: each rank's fraction of the epoch's batches (they sum to 1).
         syncs: averaging rounds this epoch (sync mode: optimizer steps).
         avg_sync_ms: mean duration of an averaging round (the slowest rank's).
-        eval: what ``eval_fn`` returned on rank 0 after the epoch (``None`` without one).
+        eval: what ``eval_fn`` returned after the epoch on the ``eval_on`` rank (``None`` without).
         anchor: ElChe's anchor at the end of the epoch (``None`` in sync mode).
         lr: rank 0's learning rate (first parameter group) at the end of the epoch.
         counts: ElChe's batch counts per rank for the next window (``None`` in sync mode).
