@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -120,3 +121,50 @@ def test_a_foreign_file_is_a_data_error_naming_file_and_line(
     (tmp_path / "root.jsonl").write_bytes(content)
     with pytest.raises(DataError, match=rf"root\.jsonl:1: malformed record line \(.*{why}"):
         load_record_log(tmp_path)
+
+
+def _torn(tmp_path: Path) -> Path:
+    """A log of two records whose third line was torn mid-write (a power loss)."""
+    tree, log = _logged_tree(tmp_path)
+    for step in range(2):
+        tree.publish("root", {"loss": 1.0 / (step + 1)}, step=step, t=float(step))
+    log.close()
+    f = tmp_path / "runs/root.jsonl"
+    with open(f, "ab") as fh:
+        fh.write(b'{"type":"record","path":"root","step":2,"t":2.0,"metrics":{"lo')
+    return f
+
+
+def test_a_torn_last_line_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = _torn(tmp_path)
+    tree = load_record_log(tmp_path / "runs")
+    assert [r["step"] for r in tree.history("root")] == [0, 1]
+    assert "skipped a torn last line" in caplog.text and str(f) in caplog.text
+    f.write_bytes(f.read_bytes().replace(b'"step":1', b'"step":1,'))  # torn in the middle: no
+    with pytest.raises(DataError, match=r"root\.jsonl:2: malformed"):
+        load_record_log(tmp_path / "runs")
+
+
+def test_appending_after_a_torn_line_drops_it_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = _torn(tmp_path)
+    tree, log = _logged_tree(tmp_path)  # a resumed run logs into the same folder
+    tree.publish("root", {"loss": 0.25}, step=2, t=2.0)
+    log.close()
+    assert "dropped a torn last line" in caplog.text
+    assert [json.loads(x)["step"] for x in f.read_text().splitlines()] == [0, 1, 2]
+
+
+def test_a_short_write_is_taken_back_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree, log = _logged_tree(tmp_path)
+    tree.publish("root", {"loss": 1.0}, step=0, t=0.0)
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, data[:10]))  # the disk fills
+    tree.publish("root", {"loss": 0.5}, step=1, t=1.0)  # dropped, said once
+    monkeypatch.setattr(os, "write", real)  # space again
+    tree.publish("root", {"loss": 0.25}, step=2, t=2.0)
+    log.close()
+    assert [r["step"] for r in load_record_log(tmp_path / "runs").history("root")] == [0, 2]

@@ -2,13 +2,18 @@
 
 A record at ``root/host-a/rank1`` is one line of ``<dir>/root/host-a/rank1.jsonl``; alerts go to
 the file of the node they concern. Each line is written by one ``write`` on a file opened with
-``O_APPEND``, so lines from several threads never interleave and a crash leaves whole lines only.
+``O_APPEND``, so lines from several threads never interleave and a killed process leaves whole
+lines only. A line can still be torn: a short write on a full disk (taken back out at once), or
+a power loss mid-write. A torn last line is dropped when the file is opened again to append (a
+record written after it would merge with it) and skipped, with a warning, when the log is
+loaded; a malformed line anywhere else is an error.
 Each node is capped: past ``cap_bytes / 2`` the file rotates to ``<name>.jsonl.1`` (replacing the
 older one), so a node never holds more than ``cap_bytes`` on disk.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -77,8 +82,11 @@ class RecordLog:
             del self._open[target]
             os.replace(target, target.with_name(target.name + ".1"))
             fd, size = self._fd(target)
-        os.write(fd, data)  # one write on an O_APPEND fd: the line lands whole
-        self._open[target] = (fd, size + len(data))
+        written = os.write(fd, data)  # one write on an O_APPEND fd: the line lands whole
+        if written != len(data):  # short (a full disk): take the torn line back out
+            os.ftruncate(fd, size)
+            raise OSError(errno.ENOSPC, f"wrote {written} of a {len(data)}-byte line")
+        self._open[target] = (fd, size + written)
 
     def _fd(self, target: Path) -> tuple[int, int]:
         entry = self._open.get(target)
@@ -86,8 +94,8 @@ class RecordLog:
             self._open.move_to_end(target)
             return entry
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        entry = (fd, os.fstat(fd).st_size)
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        entry = (fd, _drop_torn_tail(fd, target))
         self._open[target] = entry
         if len(self._open) > _MAX_OPEN:  # bounded fds on trees with hundreds of ranks
             _, (old_fd, _) = self._open.popitem(last=False)
@@ -99,6 +107,22 @@ class RecordLog:
             for fd, _ in self._open.values():
                 os.close(fd)
             self._open.clear()
+
+
+def _drop_torn_tail(fd: int, name: Path, window: int = 1 << 16) -> int:
+    """Cut a last line that lacks its newline (a write torn by a power loss) off the file
+    ``name`` open at ``fd``; its size after. A line longer than ``window`` is ended instead."""
+    size = os.fstat(fd).st_size
+    tail = os.pread(fd, min(size, window), size - min(size, window))
+    if not tail or tail.endswith(b"\n"):
+        return size
+    cut = tail.rfind(b"\n") + 1
+    if cut == 0 and len(tail) < size:  # no line end within the window: keep the data
+        return size + os.write(fd, b"\n")
+    keep = size - len(tail) + cut
+    os.ftruncate(fd, keep)
+    logger.warning("record log: dropped a torn last line (%d bytes) of %s", size - keep, name)
+    return keep
 
 
 def load_record_log(directory: str | os.PathLike[str], **tree_kwargs: Any) -> RecordTree:
@@ -130,6 +154,9 @@ def _replay(tree: RecordTree, f: Path, path: str) -> None:
     # the file named, not with a bare UnicodeDecodeError from the iterator.
     with open(f, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if not raw.endswith(b"\n") and not _parses(raw):  # torn by a crash mid-write
+                logger.warning("%s:%d: skipped a torn last line (%d bytes)", f, lineno, len(raw))
+                return
             try:
                 obj = json.loads(raw.decode("utf-8"))
                 if obj["type"] == "record":
@@ -140,6 +167,14 @@ def _replay(tree: RecordTree, f: Path, path: str) -> None:
                     tree.alert(_alert_of(obj, path))
             except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
                 raise DataError(f"{f}:{lineno}: malformed record line ({e})") from None
+
+
+def _parses(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def _alert_of(obj: dict[str, Any], path: str) -> Alert:
