@@ -189,6 +189,24 @@ def test_shape_change_is_refused_unless_dropped(tmp_path: Path) -> None:
     assert not opt.state[wider.decoder.weight] and opt.state[wider.encoder.weight]
 
 
+def test_factored_state_migrates(tmp_path: Path) -> None:
+    # Adafactor's (m, 1) / (1, n) factors of an (m, n) weight belong to it: not a shape change.
+    torch.manual_seed(0)
+    old = Old()
+    opt = torch.optim.Adafactor(old.named_parameters(), lr=0.01)
+    _step(old, opt, 0)
+    save_state_file(opt, tmp_path / "old.optim")
+    new = New()
+    new_opt = torch.optim.Adafactor(new.named_parameters(), lr=0.01)
+    migrate_optim_state_file(
+        tmp_path / "old.optim", tmp_path / "new.optim", new_opt, renames=RENAMES
+    )
+    load_state_file(new_opt, tmp_path / "new.optim")
+    assert torch.equal(
+        new_opt.state[new.enc.weight]["row_var"], opt.state[old.encoder.weight]["row_var"]
+    )
+
+
 def test_clear_errors(tmp_path: Path) -> None:
     _, _, src = _trained_old(tmp_path)
     new = New()

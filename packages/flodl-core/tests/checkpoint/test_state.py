@@ -256,3 +256,23 @@ def test_state_of_other_shapes_is_refused(tmp_path: Path, fused: bool) -> None:
     ):
         load_state_file(other, tmp_path / "adam.fdl")
     assert other.state_dict() == before
+
+
+def test_factored_state_of_the_same_model_loads(tmp_path: Path) -> None:
+    # Adafactor keeps (m, 1) and (1, n) factors for an (m, n) weight: not another model's state.
+    torch.manual_seed(0)
+    model, x = nn.Linear(4, 3), torch.randn(8, 4)
+    opt = torch.optim.Adafactor(model.parameters(), lr=0.01)
+    model(x).square().sum().backward()
+    opt.step()
+    save_state_file(opt, tmp_path / "adafactor.fdl")
+    twin = nn.Linear(4, 3)
+    twin.load_state_dict(model.state_dict())
+    resumed = torch.optim.Adafactor(twin.parameters(), lr=0.01)
+    load_state_file(resumed, tmp_path / "adafactor.fdl")
+    assert tuple(resumed.state[twin.weight]["row_var"].shape) == (3, 1)
+    for m, o in ((model, opt), (twin, resumed)):
+        o.zero_grad()
+        m(x).square().sum().backward()
+        o.step()
+    assert torch.equal(model.weight, twin.weight)

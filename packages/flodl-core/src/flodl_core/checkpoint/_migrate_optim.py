@@ -20,6 +20,7 @@ from torch import nn
 from .._errors import CheckpointError, ConfigError, format_choices
 from ._io import PathLike
 from ._migrate import MigrateReport, _same_file
+from ._moments import misfit
 from ._state import read_state_file, state_kind, write_state
 
 _WHERE = "migrate_optim_state_file"
@@ -123,16 +124,14 @@ def _sources(old: list[str], new: list[str], renames: Renames | None) -> dict[st
 
 
 def _check_shapes(entry: Any, old: str, new: str, param: torch.Tensor, src: str) -> None:
-    """Moments have the parameter's shape; a tensor of its rank but another shape cannot fit."""
-    if not isinstance(entry, dict) or param.dim() == 0:
-        return
-    for key, v in entry.items():
-        if isinstance(v, torch.Tensor) and v.dim() == param.dim() and v.shape != param.shape:
-            raise CheckpointError(
-                f"{_WHERE}: {src}: state {key!r} of {old} has shape {tuple(v.shape)} but {new} "
-                f"has shape {tuple(param.shape)}; pass renames={{{old!r}: None}} to start "
-                f"{new} from fresh state"
-            )
+    """Element-wise state (:mod:`._moments`) must have the new parameter's shape."""
+    bad = misfit(entry, param)
+    if bad is not None:
+        raise CheckpointError(
+            f"{_WHERE}: {src}: state {bad[0]!r} of {old} has shape {bad[1]} but {new} "
+            f"has shape {tuple(param.shape)}; pass renames={{{old!r}: None}} to start "
+            f"{new} from fresh state"
+        )
 
 
 def migrate_optim_state_file(

@@ -27,6 +27,7 @@ import torch
 from .._errors import CheckpointError, ConfigError
 from ._format import FdlReader, write_entry
 from ._io import PathLike, atomic_write, open_read
+from ._moments import misfit
 from ._tensors import tensor_from_bytes, tensor_to_bytes
 from ._tree import flatten, unflatten
 
@@ -106,13 +107,8 @@ def read_state_file(path: PathLike) -> tuple[str, Any]:
 
 
 def _check_param_shapes(opt: torch.optim.Optimizer, state: Any, path: str) -> None:
-    """Refuse per-parameter state whose tensors do not fit the parameters they would land on.
-
-    ``Optimizer.load_state_dict`` pairs saved state with parameters by position only and never
-    compares shapes, so a file saved for another model loads "fine" and fails at the next
-    ``step()`` deep in a kernel (a fused CPU kernel even crashes the process). Moments have
-    their parameter's shape; a tensor of the parameter's rank but another shape cannot fit.
-    """
+    """Refuse element-wise state (:mod:`._moments`) that does not fit the parameter it would
+    land on: the file was saved for another model."""
     if not isinstance(state, dict):
         return  # not an optimizer's layout: load_state_dict says what is wrong
     groups, per_param = state.get("param_groups"), state.get("state")
@@ -124,18 +120,15 @@ def _check_param_shapes(opt: torch.optim.Optimizer, state: Any, path: str) -> No
         return  # torch's own group-size check names this one
     names = [n for g in opt.param_groups for n in g.get("param_names", [])]
     for k, (saved_id, p) in enumerate(zip(saved_ids, params, strict=True)):
-        entry = per_param.get(saved_id)
-        if not isinstance(entry, dict) or p.dim() == 0:
-            continue
-        for key, v in entry.items():
-            if isinstance(v, torch.Tensor) and v.dim() == p.dim() and v.shape != p.shape:
-                who = repr(names[k]) if len(names) == len(params) else f"{k}"
-                raise CheckpointError(
-                    f"state file {path}: {state_kind(opt)} state {key!r} of parameter {who} has "
-                    f"shape {tuple(v.shape)} but the parameter has shape {tuple(p.shape)}; the "
-                    "file was saved for another model (migrate_optim_state_file carries state "
-                    "across a model change)"
-                )
+        bad = misfit(per_param.get(saved_id), p)
+        if bad is not None:
+            who = repr(names[k]) if len(names) == len(params) else f"{k}"
+            raise CheckpointError(
+                f"state file {path}: {state_kind(opt)} state {bad[0]!r} of parameter {who} has "
+                f"shape {bad[1]} but the parameter has shape {tuple(p.shape)}; the file was "
+                "saved for another model (migrate_optim_state_file carries state across a "
+                "model change)"
+            )
 
 
 def load_state_file(obj: Stateful, path: PathLike) -> None:
