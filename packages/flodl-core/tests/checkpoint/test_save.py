@@ -82,11 +82,14 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
             "'weight' is on the meta device",
         ),
         (
-            # A state_dict is the natural thing to try; its iteration yields names only.
-            lambda: write_checkpoint(path, nn.Linear(1, 1).state_dict()),  # type: ignore[arg-type]
+            lambda: write_checkpoint(path, torch.zeros(2)),  # type: ignore[arg-type]
             ConfigError,
-            r"tensors must be a sequence of \(name, tensor\) pairs, got a OrderedDict; pass "
-            r"list\(tensors.items\(\)\)",
+            r"tensors\[0\] must be a \(name: str, tensor\) pair, got Tensor",
+        ),
+        (
+            lambda: write_checkpoint(path, 5),  # type: ignore[arg-type]
+            ConfigError,
+            r"tensors must be \(name, tensor\) pairs or a mapping of names to tensors, got int",
         ),
         (
             lambda: write_checkpoint(path, [(0, torch.zeros(1))]),  # type: ignore[list-item]
@@ -125,6 +128,16 @@ def test_write_checkpoint_keeps_the_given_order(tmp_path: Path) -> None:
         ("z", (2,), torch.float32),
         ("a", (3,), torch.int64),
     ]
+
+
+def test_a_state_dict_items_or_a_generator_of_pairs_are_written_in_order(tmp_path: Path) -> None:
+    sd = nn.Linear(3, 2).state_dict()
+    for i, given in enumerate([sd, sd.items(), ((k, v) for k, v in sd.items())]):
+        write_checkpoint(tmp_path / f"{i}.fdl", given)  # type: ignore[arg-type]
+        assert [k.name for k in checkpoint_keys(tmp_path / f"{i}.fdl")] == ["weight", "bias"]
+    loaded = nn.Linear(3, 2)
+    load_checkpoint(loaded, tmp_path / "0.fdl")
+    assert torch.equal(loaded.weight, sd["weight"])
 
 
 def test_bool_buffers_round_trip_through_widening(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import nn
@@ -33,40 +33,41 @@ def save_checkpoint(
     write_checkpoint(path, module_tensors(module), hash=hash, metadata=metadata)
 
 
-def _check_pairs(tensors: object) -> None:
-    """``tensors`` is a sized sequence of ``(str, ...)`` pairs, or a ConfigError naming it."""
+def _pairs(tensors: object) -> list[tuple[str, torch.Tensor]]:
+    """``tensors`` as a list of ``(name, value)`` pairs: a mapping gives its items in order
+    (``model.state_dict()``), any other iterable its items; a ConfigError names the rest."""
     if isinstance(tensors, Mapping):
+        tensors = tensors.items()
+    if isinstance(tensors, (str, bytes)) or not isinstance(tensors, Iterable):
         raise ConfigError(
-            "write_checkpoint: tensors must be a sequence of (name, tensor) pairs, got a "
-            f"{type(tensors).__name__}; pass list(tensors.items())"
+            "write_checkpoint: tensors must be (name, tensor) pairs or a mapping of names to "
+            f"tensors, got {type(tensors).__name__}"
         )
-    if not isinstance(tensors, Sequence) or isinstance(tensors, (str, bytes)):
-        raise ConfigError(
-            "write_checkpoint: tensors must be a sequence of (name, tensor) pairs, got "
-            f"{type(tensors).__name__}"
-        )
-    for i, item in enumerate(tensors):
+    pairs = list(tensors)
+    for i, item in enumerate(pairs):
         if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str)):
             raise ConfigError(
                 f"write_checkpoint: tensors[{i}] must be a (name: str, tensor) pair, got "
                 f"{type(item).__name__} {item!r:.80}"
             )
+    return pairs
 
 
 def write_checkpoint(
     path: PathLike,
-    tensors: Sequence[tuple[str, torch.Tensor]],
+    tensors: Iterable[tuple[str, torch.Tensor]] | Mapping[str, torch.Tensor],
     hash: str | None = None,
     metadata: Mapping[str, str] | None = None,
 ) -> None:
-    """Save named tensors, in the given order, as a ``.fdl`` file.
+    """Save named tensors, in the given order, as a ``.fdl`` file: ``(name, tensor)`` pairs or
+    a mapping of names to tensors (``model.state_dict()``).
 
     Everything is validated before the file is opened, so a refused save writes nothing. The
     reserved metadata entry records a CRC32 of every tensor's bytes, checked again on load.
     """
     hash_bytes = parse_hash(hash)
     meta = check_metadata(metadata)
-    _check_pairs(tensors)
+    tensors = _pairs(tensors)
     seen: set[str] = set()
     for name, t in tensors:
         if not isinstance(t, torch.Tensor):
