@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -147,6 +148,12 @@ class _Says(nn.Module):
 def test_a_condition_returning_no_number_names_the_loop(rule: str, value: object) -> None:
     loop = FlowBuilder(nn.Linear(2, 2)).loop_body(nn.Linear(2, 2))
     g = getattr(loop, rule)(_Says(value), 3).build()
-    with pytest.raises(ConfigError, match=f"loop_2: the halting condition returned "
-                       f"{type(value).__name__}; expected a tensor or a number"):  # fmt: skip
+    said = f"loop_2: the halting condition returned {type(value).__name__}; expected a tensor"
+    with pytest.raises(ConfigError, match=said):
         g(torch.randn(1, 2))
+
+
+@pytest.mark.parametrize("value", [True, 1, 0.5, np.bool_(True), np.float32(1.0)])
+def test_a_condition_may_return_a_python_or_numpy_number(value: object) -> None:
+    g = FlowBuilder(nn.Linear(2, 2)).loop_body(nn.Linear(2, 2)).while_cond(_Says(value), 3).build()
+    assert g(torch.randn(1, 2)).shape == (1, 2)  # halts at once: the body never runs

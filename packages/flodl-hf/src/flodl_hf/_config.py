@@ -11,6 +11,7 @@ family (defaults, renamed keys, extra checks) is read from the family's declarat
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -215,7 +216,7 @@ class HfConfig:
                 return replace(self, raw=dict(self.raw))
             num_labels = check_int(num_labels, "num_labels", ge=1, expected="a positive integer")
             id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
-        elif not isinstance(id2label, dict):
+        elif not isinstance(id2label, Mapping):
             raise ConfigError(
                 f"id2label must be a dict of index -> name (e.g. {{0: 'negative', 1: 'positive'}}),"
                 f" got {type(id2label).__name__} {id2label!r}"

@@ -6,8 +6,6 @@ generated code stays straight-line.
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 from torch import Tensor, nn
 
@@ -35,12 +33,15 @@ def halt(signal: Tensor | float | int | bool, node: str = "loop") -> bool:
         if signal.numel() == 0:
             return False
         return bool(signal.detach().reshape(-1)[0] > 0)
-    if not isinstance(signal, numbers.Real):  # bool, int, float, numpy scalars
+    try:  # bool, int, float, numpy scalars (np.bool_ is not a numbers.Real)
+        if isinstance(signal, (str, bytes)):
+            raise TypeError
+        return float(signal) > 0  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         raise ConfigError(
             f"{node}: the halting condition returned {type(signal).__name__}; expected a "
             "tensor or a number (the loop halts when its first element is > 0)"
-        )
-    return float(signal) > 0
+        ) from None
 
 
 def gate_weights(weights: object, n: int, node: str) -> Tensor:
