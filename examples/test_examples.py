@@ -61,6 +61,7 @@ COUNTED = {  # script -> (its command-line entry point, the option that counts i
     "residual_flowbuilder": ("main", "--epochs"),
     "schedulers": ("cli", "--epochs"),
     "showcase": ("cli", "--steps"),
+    "sine_wave": ("main", "--epochs"),
 }
 
 

@@ -45,7 +45,7 @@ def test_slowdown_of_one_undoes_the_presets() -> None:
 def test_cpu_2rank_preset_writes_into_the_bench_folder() -> None:
     c = cfg("cpu-2rank")
     assert c.models == ("logistic", "mlp", "lenet")
-    assert c.modes == ("solo-0", "solo-1", *BENCH_MODES)
+    assert c.modes == ("solo-0", "solo-1", *MODES)  # its committed report's cells: no DiLoCo
     assert c.report.endswith("ddp-bench/reports/cpu-2rank.md") and c.slowdown == {1: 2.0}
     assert c.seeds == 5 and c.repeats == 1 and cfg().seeds == 1 and cfg().repeats == 1
     assert cfg("cpu-2rank", "--repeats", "5").repeats == 5

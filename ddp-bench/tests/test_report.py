@@ -251,12 +251,14 @@ def test_rotation_keeps_earlier_artifacts(
     folder = tmp_path / "mlp" / "solo-0"
     save_record(make_record("mlp", "solo-0", 1.0, [90.0]), folder)
     (folder / "training.log").write_text("first\n")
+    (folder / "trace.json").write_text("{}")
     moved = rotate(folder)
-    assert len(moved) == 2 and not (folder / "training.log").exists()
+    assert len(moved) == 3 and not (folder / "training.log").exists()
+    assert not (folder / "trace.json").exists()  # the Chrome trace too
     save_record(make_record("mlp", "solo-0", 1.0, [91.0]), folder)
     (folder / "training.log").write_text("second\n")
     moved2 = rotate(folder)  # same second: a distinct name, nothing overwritten
-    assert len({p.name for p in moved + moved2}) == 4
+    assert len({p.name for p in moved + moved2}) == 5
     assert sorted(p.read_text() for p in folder.glob("training.*.log")) == ["first\n", "second\n"]
     assert load_records(tmp_path) == []  # rotated records are not current runs
 

@@ -8,6 +8,7 @@ from pathlib import Path
 ARTIFACTS = (
     "run.json",
     "training.log",
+    "trace.json",
     "timeline.json",
     "timeline.csv",
     "timeline.html",

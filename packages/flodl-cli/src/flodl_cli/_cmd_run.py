@@ -23,7 +23,7 @@ fdl's --gpus LIST goes before SCRIPT (after it, it is the script's own)."""
 
 TEST_HELP = """usage: fdl test [NOX ARGS...]
 
-Run the flodl workspace's test sessions through nox (default: lint, tests, isolation).
+Run the flodl workspace's test sessions through nox (default: lint, tests, isolation, docs).
 NOX ARGS go to nox: fdl test -s lint, fdl test -s tests -- -k monitor, fdl test --list."""
 
 

@@ -18,7 +18,7 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "probe": ("_cmd_probe", "readiness checks, one line each; exit 1 when one fails"),
     "api-ref": ("_cmd_api_ref", "API reference of the installed flodl packages"),
     "add": ("_cmd_add", "add flodl-hf to this project (pinned to this flodl release)"),
-    "hf": ("_cmd_hf", "flodl-hf tasks: classify, embed, export, verify-export"),
+    "hf": ("_cmd_hf", "flodl-hf tasks: embed, classify, fill-mask, export, verify-export"),
     "ddp-bench": ("_cmd_ddp_bench", "run the DDP validation harness (python -m ddp_bench)"),
     "completions": ("_cmd_completions", "shell completions: bash, zsh or fish"),
     "docs": ("_cmd_docs", "build the flodl documentation site (MkDocs), optionally serve it"),

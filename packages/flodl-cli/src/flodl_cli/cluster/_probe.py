@@ -5,7 +5,7 @@ environment (the same way the launch reaches it), that reports its Python, its t
 its flodl packages and its network interfaces. Checks, per worker:
 
 - ``reachable``: the script ran (ssh exit 255 means the machine or its sshd was not reached);
-- ``python``: 3.11 or newer, the same minor version everywhere;
+- ``python``: 3.10 or newer (what the flodl packages require), the same minor version everywhere;
 - ``torch``: installed, the same version everywhere (the build suffix may differ: +cpu, +cu128);
 - ``flodl``: flodl-ddp installed, every flodl package at one version, the same on every worker
   and as on this machine;
@@ -35,6 +35,7 @@ from ._transport import Transport, transport_for
 
 CHECKS = ("reachable", "python", "torch", "flodl", "interface", "data")
 MARK = "FDL-PROBE "
+MIN_PYTHON = (3, 10)  # the flodl packages' requires-python
 
 # Runs on the worker with its Python: standard library only, no torch import (fast).
 PROBE_SCRIPT = (
@@ -208,7 +209,8 @@ def probe_cluster(
         r.checks["reachable"] = (True, "ok")
         py = str(facts.get("python", "?"))
         parts = tuple(int(p) for p in py.split(".")[:2] if p.isdigit())
-        r.checks["python"] = (parts >= (3, 11), py if parts >= (3, 11) else f"{py} (< 3.11)")
+        ok = parts >= MIN_PYTHON
+        r.checks["python"] = (ok, py if ok else f"{py} (< {'.'.join(map(str, MIN_PYTHON))})")
         pkgs = facts.get("packages", {})
         torch_v = pkgs.get("torch")
         r.checks["torch"] = (torch_v is not None, torch_v or "not installed")

@@ -137,7 +137,8 @@ class Validator:
                     raise ClusterConfigError(
                         f"{self.source}: cluster.workers[{i}].socket_ifname: missing; a cluster of "
                         "several machines needs the network interface each one uses (e.g. eth1): "
-                        "without it gloo binds the loopback and the other machines are refused"
+                        "without it gloo binds what the host name resolves to, often a loopback "
+                        "address, and the other machines are refused"
                     )
         data_path = self.data_path("cluster.data_path", c.get("data_path"))
         return ClusterConfig(controller, workers, transport, env, self.source, data_path)
