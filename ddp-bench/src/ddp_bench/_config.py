@@ -6,7 +6,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ._cells import BENCH_MODES, OUTER
+from flodl_ddp import MODES
+
+from ._cells import BENCH_MODES
 from .models import MODEL_NAMES
 
 BENCH_ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +68,7 @@ def _cpu_2rank(name: str) -> dict[str, Any]:
         "models": ("logistic", "mlp", "lenet"),
         # solo and flodl-ddp's six modes, as in its committed report (not the outer-optimizer
         # cells added to the mode list later)
-        "modes": ("solo-0", "solo-1", *(m for m in BENCH_MODES if m not in OUTER)),
+        "modes": ("solo-0", "solo-1", *MODES),
         "devices": ("cpu", "cpu"),
         "slowdown": {1: 2.0},
         # Five seeds, one round each: medians of five runs for the speedups, and an eval gap to

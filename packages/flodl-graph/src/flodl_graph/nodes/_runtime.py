@@ -6,6 +6,8 @@ generated code stays straight-line.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor, nn
 
@@ -33,15 +35,13 @@ def halt(signal: Tensor | float | int | bool, node: str = "loop") -> bool:
         if signal.numel() == 0:
             return False
         return bool(signal.detach().reshape(-1)[0] > 0)
-    try:  # bool, int, float, numpy scalars (np.bool_ is not a numbers.Real)
-        if isinstance(signal, (str, bytes)):
-            raise TypeError
-        return float(signal) > 0  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{node}: the halting condition returned {type(signal).__name__}; expected a "
-            "tensor or a number (the loop halts when its first element is > 0)"
-        ) from None
+    if not isinstance(signal, (str, bytes)):  # float("1") would pass a string as a number
+        with contextlib.suppress(TypeError, ValueError):  # bool, int, float, numpy scalars
+            return float(signal) > 0  # type: ignore[arg-type]
+    raise ConfigError(
+        f"{node}: the halting condition returned {type(signal).__name__}; expected a "
+        "tensor or a number (the loop halts when its first element is > 0)"
+    )
 
 
 def gate_weights(weights: object, n: int, node: str) -> Tensor:
