@@ -1,15 +1,17 @@
-"""check_int / check_finite / format_choices: what passes, and the messages they build."""
+"""check_int / check_finite / check_path / format_choices: what passes, and the messages they
+build."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import flodl_core as fc
-from flodl_core import ConfigError, check_finite, check_int, format_choices
+from flodl_core import ConfigError, check_finite, check_int, check_path, format_choices
 
 
 @pytest.mark.parametrize(
@@ -97,3 +99,32 @@ def test_expected_replaces_the_generated_phrase() -> None:
     assert str(info.value) == "top_k must be a positive integer, got 0"
     with pytest.raises(ConfigError, match=r"^p must be a probability, got 2\.0$"):
         check_finite(2.0, "p", ge=0, le=1, expected="a probability")
+
+
+def test_check_path_takes_str_and_pathlike_and_returns_a_str(tmp_path: Path) -> None:
+    assert check_path("a/b.fdl", "path") == "a/b.fdl"
+    assert check_path(tmp_path / "m.fdl", "path") == str(tmp_path / "m.fdl")
+
+
+@pytest.mark.parametrize(
+    ("value", "kwargs", "message"),
+    [
+        (
+            None,
+            {"where": "save_checkpoint"},
+            "save_checkpoint: path must be a str or os.PathLike, got NoneType None",
+        ),
+        (3, {"note": "a file name"}, "path must be a str or os.PathLike (a file name), got int 3"),
+        (b"m.fdl", {"expected": "a folder"}, "path must be a folder, got bytes b'm.fdl'"),
+    ],
+)
+def test_check_path_messages(value: object, kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_path(value, "path", **kwargs)
+    assert str(info.value) == message
+
+
+def test_check_path_cuts_a_long_value_short() -> None:
+    with pytest.raises(ConfigError) as info:
+        check_path(list(range(100)), "path")
+    assert str(info.value).endswith("got list " + repr(list(range(100)))[:60])

@@ -1,4 +1,7 @@
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -20,6 +23,23 @@ def test_set_verbosity_by_name_and_enum() -> None:
 def test_unknown_verbosity_lists_choices() -> None:
     with pytest.raises(fc.ConfigError, match="quiet, normal, verbose, debug"):
         fc.set_verbosity("loud")
+
+
+@pytest.mark.parametrize("bad", [99, 0, -1, None, 2.5, True])
+def test_a_level_that_is_no_logging_level_is_refused_and_changes_nothing(bad: object) -> None:
+    before = logging.getLogger("flodl").level
+    with pytest.raises(fc.ConfigError, match=r"set_verbosity: level must be an int in 10\.\.50"):
+        fc.set_verbosity(bad)  # type: ignore[arg-type]
+    assert logging.getLogger("flodl").level == before
+
+
+def test_a_logging_level_is_taken_as_it_is() -> None:
+    before = fc.verbosity()
+    try:
+        fc.set_verbosity(logging.ERROR)
+        assert logging.getLogger("flodl").getEffectiveLevel() == logging.ERROR
+    finally:
+        fc.set_verbosity(before)
 
 
 @pytest.fixture
@@ -72,3 +92,12 @@ def test_a_configured_handler_takes_the_records_alone(
     finally:
         logging.getLogger("flodl.ddp").removeHandler(own)
     assert seen[-1] == "benched" and capsys.readouterr().err == ""
+
+
+def test_an_unknown_flodl_verbosity_warns_instead_of_failing_the_import() -> None:
+    env = {**os.environ, "FLODL_VERBOSITY": "loud"}
+    code = "import flodl_core as fc; print(fc.verbosity().name)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "NORMAL"
+    assert "FLODL_VERBOSITY='loud' is ignored: unknown verbosity 'loud'" in out.stderr

@@ -135,13 +135,13 @@ def _easgd_rounds(rank: int, world: int) -> dict[str, Any]:
     return out
 
 
-def _leave_early(rank: int, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
-    """The cooperative tier, cpu-cadence: rank 1 breaks out of ``session.epoch(0)`` after two
+def _leave_early(rank: int, x: torch.Tensor, y: torch.Tensor, mode: str) -> dict[str, Any]:
+    """The cooperative tier in ``mode``: rank 1 breaks out of ``session.epoch(0)`` after two
     batches; what each rank then sees (the error text and type of each call)."""
     from flodl_ddp import DdpConfig, DdpError, Trainer
     from flodl_ddp._errors import PeerError
 
-    cfg = DdpConfig(dataset=(x, y), batch_size=8, mode="cpu-cadence", anchor=4, timeout_s=20.0)
+    cfg = DdpConfig(dataset=(x, y), batch_size=8, mode=mode, anchor=4, timeout_s=20.0)
     session = Trainer.setup(make_model(), make_sgd, cfg)
     out: dict[str, Any] = {"calls": []}
 
@@ -182,14 +182,18 @@ def _leave_early(rank: int, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
 
 def cooperative_worker(rank: int, port: int, world: int, out_dir: str) -> None:
     """One rank started like torchrun's: EASGD rounds by hand, then the cooperative tier with
-    a rank that leaves an epoch early. Results are written before teardown."""
+    a rank that leaves an epoch early, in cadence, then in sync (last: the rank that left ends
+    its process, which is what closes the gradient exchange the other waits in). Results are
+    written before teardown."""
     results: dict[str, Any] = {}
     try:
         _join_group(rank, world, port)
         results["easgd"] = _easgd_rounds(rank, world)
         write_result(out_dir, rank, results)
         x, y, _ = make_data(256)
-        results["leave"] = _leave_early(rank, x, y)
+        for mode in ("cpu-cadence", "cpu-sync"):
+            results[mode] = _leave_early(rank, x, y, mode)
+            write_result(out_dir, rank, results)
     except Exception:
         results["error"] = traceback.format_exc()
     write_result(out_dir, rank, results)

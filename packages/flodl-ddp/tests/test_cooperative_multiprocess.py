@@ -2,8 +2,9 @@
 
 - EASGD with ``alpha = 0.3`` over gloo and over shared memory blends ``(1 - a) W + a W_avg``
   (a swapped blend gives the same numbers at ``alpha = 0.5`` only);
-- the cooperative tier: rank 1 breaks out of ``session.epoch(0)``; rank 0 fails at its next
-  averaging with a :class:`PeerError` that names rank 1 and the rule, rank 1 at its next call.
+- the cooperative tier, cadence and sync: rank 1 breaks out of ``session.epoch(0)``; rank 0
+  fails at its next averaging (sync: its next backward) with a :class:`PeerError` that names
+  rank 1 and the rule, rank 1 at its next call.
 """
 
 from __future__ import annotations
@@ -52,19 +53,23 @@ def test_easgd_blends_with_its_alpha(ranks: list[dict[str, Any]], path: str) -> 
         assert got["consensus"] == pytest.approx([avg] * 6, abs=1e-6)
 
 
-def test_a_rank_that_leaves_an_epoch_early_is_named(ranks: list[dict[str, Any]]) -> None:
-    first, then, close = ranks[0]["leave"]["calls"]
+@pytest.mark.parametrize("mode", ["cpu-cadence", "cpu-sync"])
+def test_a_rank_that_leaves_an_epoch_early_is_named(ranks: list[dict[str, Any]], mode: str) -> None:
+    """Cadence: at the window's arrival. Sync: when the gradient exchange inside ``step`` fails
+    (it was a bare gloo error, and the rank that stayed was told it had left epoch 0 itself)."""
+    first, then, close = ranks[0][mode]["calls"]
     assert first["call"] == "epoch0" and first["peer"] and first["ddp"], first
     assert "rank 1 left the epoch before its end" in first["error"]
     assert RULE in first["error"]
     # within one window (anchor 4), not after the run's 20 s timeout
-    assert ranks[0]["leave"]["epoch0_s"] < 10.0
+    assert ranks[0][mode]["epoch0_s"] < 10.0
     for call in (then, close):
-        assert call["ddp"], call
+        assert call["ddp"] and "rank 1 left the epoch" in call["error"], call
 
 
-def test_the_rank_that_left_fails_at_its_next_call(ranks: list[dict[str, Any]]) -> None:
-    first, then, close = ranks[1]["leave"]["calls"]
+@pytest.mark.parametrize("mode", ["cpu-cadence", "cpu-sync"])
+def test_the_rank_that_left_fails_at_its_next_call(ranks: list[dict[str, Any]], mode: str) -> None:
+    first, then, close = ranks[1][mode]["calls"]
     assert first == {"call": "epoch0", "error": None, "ddp": False, "peer": False, "type": None}
     for call in (then, close):
         assert call["ddp"] and not call["peer"], call

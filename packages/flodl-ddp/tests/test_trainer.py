@@ -308,6 +308,19 @@ def test_session_needs_a_step_per_batch() -> None:
 
 
 @pytest.mark.parametrize(
+    ("loss", "got"), [(torch.ones(2), r"Tensor of shape \(2,\)"), (1.0, "float")]
+)
+def test_step_names_a_loss_that_is_no_scalar_tensor(loss: Any, got: str) -> None:
+    x, y = fx.make_data(64)
+    session = Trainer.setup(fx.make_model(), fx.make_adam, DdpConfig(dataset=(x, y), batch_size=16))
+    next(session.epoch(0))
+    with pytest.raises(
+        ConfigError, match=r"what step\(loss\) is given\) must be a scalar tensor, got " + got
+    ):
+        session.step(loss)
+
+
+@pytest.mark.parametrize(
     ("args", "match"),
     [
         ((None, "make_adam", "cfg"), "model must be an nn.Module"),

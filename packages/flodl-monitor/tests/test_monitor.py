@@ -158,6 +158,11 @@ def test_bad_constructor_arguments() -> None:
             Monitor(bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="record path"):
         Monitor(3, record_path="../x", resources=False)
+    for bad in ({}, "runs/records"):
+        with pytest.raises(ConfigError, match="records must be a RecordTree"):
+            Monitor(3, records=bad, resources=False)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="stall patience must be an int >= 0"):
+        Monitor(3, stall_patience=-1, resources=False)
 
 
 def test_alerts_print_once_and_reach_records() -> None:

@@ -170,6 +170,12 @@ def test_save_html(tmp_path: Path) -> None:
     assert (path.stat().st_mode & 0o777) == 0o644
 
 
+def test_save_html_names_a_title_that_is_no_str(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="save_html: title must be a str, got NoneType"):
+        scripted().save_html(tmp_path / "tl.html", title=None)  # type: ignore[arg-type]
+    assert not (tmp_path / "tl.html").exists()
+
+
 def test_save_replaces_atomically(tmp_path: Path) -> None:
     path = tmp_path / "tl.json"
     path.write_text("old")

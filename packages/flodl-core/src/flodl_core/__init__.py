@@ -11,6 +11,7 @@ from ._atomic import atomic_path as atomic_path
 from ._atomic import atomic_write as atomic_write
 from ._checks import check_finite as check_finite
 from ._checks import check_int as check_int
+from ._checks import check_path as check_path
 from ._device import DeviceLike as DeviceLike
 from ._device import GpuInfo as GpuInfo
 from ._device import cuda_available as cuda_available
@@ -60,6 +61,7 @@ __all__ = [
     "atomic_write",
     "check_finite",
     "check_int",
+    "check_path",
     "check_siblings",
     "cuda_available",
     "default_device",

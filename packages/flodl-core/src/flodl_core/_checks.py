@@ -6,16 +6,18 @@ its error reads the same way: where, which argument, what was expected, what cam
     DataLoader: batch_size must be an int > 0, got 0
     focal_loss: gamma must be a finite number >= 0, got nan
     port must be an int in 0..65535 (0 picks a free one), got 70000
+    save_checkpoint: path must be a str or os.PathLike, got NoneType None
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import os
 
 from ._errors import ConfigError
 
-__all__ = ["check_finite", "check_int"]
+__all__ = ["check_finite", "check_int", "check_path"]
 
 Bound = int | float | None
 
@@ -122,3 +124,26 @@ def check_finite(
     if not (math.isfinite(v) and _in_bounds(v, *bounds)):
         raise _fail(False, value, name, where, note, expected, bounds)
     return v
+
+
+def check_path(
+    value: object,
+    name: str,
+    *,
+    where: str | None = None,
+    note: str | None = None,
+    expected: str = "a str or os.PathLike",
+) -> str:
+    """``value`` as a ``str`` (:func:`os.fspath`) if it is a ``str`` or an ``os.PathLike``
+    (``pathlib.Path``), else a :class:`ConfigError` built as in :func:`check_int` that names
+    the type received, since a path of the wrong kind is usually ``None`` or a swapped
+    argument::
+
+        check_path(path, "path", where="save_checkpoint")
+        # save_checkpoint: path must be a str or os.PathLike, got NoneType None
+    """
+    if isinstance(value, str | os.PathLike):
+        return os.fspath(value)  # type: ignore[no-any-return]
+    head, tail = (f"{where}: " if where else ""), (f" ({note})" if note else "")
+    got = f"{type(value).__name__} {value!r:.60}"
+    raise ConfigError(f"{head}{name} must be {expected}{tail}, got {got}")

@@ -17,6 +17,7 @@ import os
 import sys
 from enum import IntEnum
 
+from ._checks import check_int
 from ._errors import ConfigError, format_choices
 
 
@@ -55,15 +56,18 @@ class _Fallback(logging.StreamHandler):  # type: ignore[type-arg]
 logger.addHandler(_Fallback())
 
 
-def set_verbosity(level: Verbosity | str) -> None:
-    """Set flodl's log level: a :class:`Verbosity` or its name (case-insensitive)."""
+def set_verbosity(level: Verbosity | str | int) -> None:
+    """Set flodl's log level: a :class:`Verbosity`, its name (case-insensitive), or a
+    :mod:`logging` level from ``DEBUG`` to ``CRITICAL`` (``logging.ERROR``: errors only)."""
     if isinstance(level, str):
         try:
             level = Verbosity[level.upper()]
         except KeyError:
             names = format_choices((v.name.lower() for v in Verbosity), sort=False)
             raise ConfigError(f"unknown verbosity {level!r}; expected one of {names}") from None
-    logger.setLevel(int(level))
+    # an int outside logging's levels would silence flodl (99) or hand it to the root's (0)
+    note = "a Verbosity, its name, or a logging level"
+    logger.setLevel(check_int(level, "level", ge=10, le=50, where="set_verbosity", note=note))
 
 
 def verbosity() -> Verbosity:
@@ -72,4 +76,14 @@ def verbosity() -> Verbosity:
     return max((v for v in Verbosity if v <= eff), default=Verbosity.DEBUG)
 
 
-set_verbosity(os.environ.get("FLODL_VERBOSITY", "normal"))
+def _start(env: str | None) -> None:
+    """The level ``FLODL_VERBOSITY`` names; a name it does not know is warned about, not raised
+    (it would fail every import of flodl, a ``fdl --help`` included)."""
+    try:
+        set_verbosity(env or "normal")
+    except ConfigError as e:
+        set_verbosity("normal")
+        logger.warning("FLODL_VERBOSITY=%r is ignored: %s", env, e)
+
+
+_start(os.environ.get("FLODL_VERBOSITY"))

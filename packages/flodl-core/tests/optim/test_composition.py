@@ -100,6 +100,21 @@ def test_min_of_warmup_cosine_and_plateau() -> None:
         fc.MinOf(sched, 0.1)  # type: ignore[arg-type]
 
 
+def test_min_of_refuses_a_state_of_other_members_and_loads_all_or_nothing() -> None:
+    first, second = fc.Plateau(1e-2, patience=0), fc.Plateau(1e-2, patience=0)
+    combined = fc.MinOf(fc.Cosine(1e-2, total=10), first, second)
+    before = combined.state_dict()
+    assert list(before) == ["1", "2"]
+    for bad in ({"1": before["1"]}, {**before, "x": {}}, {"0": {}, "1": {}, "2": {}}, [1]):
+        with pytest.raises(ConfigError, match=r"expected the states of members \['1', '2'\]"):
+            combined.load_state_dict(bad)  # type: ignore[arg-type]
+    # the second member's state is broken: the first, already loaded, is put back
+    half = {"1": {**before["1"], "current_lr": 5e-3}, "2": {"current_lr": 1.0}}
+    with pytest.raises(ConfigError, match="missing keys"):
+        combined.load_state_dict(half)
+    assert combined.state_dict() == before
+
+
 def test_apply_keeps_group_ratios() -> None:
     a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
     opt = fc.AdamW.with_groups().group(a, lr=1e-4).group(b, lr=1e-3).build()

@@ -15,6 +15,8 @@ from typing import Any
 
 from flodl_core import ConfigError
 
+from ._ledger import EpochTally
+
 _local = threading.local()
 
 
@@ -190,19 +192,17 @@ def close_ranks(monitor: Any, metrics: list[EpochMetrics]) -> None:
 
 def combine_ranks(
     epoch: int,
-    ranks: list[dict[str, Any]],
-    *,
+    tally: EpochTally,
     batch_size: int,
-    syncs: int,
-    sync_ms: list[float],
-    eval_value: float | dict[str, float] | None,
-    anchor: int | None,
     lr: float,
+    anchor: int | None,
     counts: list[int] | None,
 ) -> EpochMetrics:
-    """One :class:`EpochMetrics` from every rank's epoch sums (the same dicts on every rank):
-    ``ranks[r]`` holds ``host, device, loss_sum, loss_n, batches, compute, sync, idle, wall``
-    (seconds), ``sums`` / ``counts`` of the scalars; ``sync_ms``: each round's slowest rank."""
+    """One :class:`EpochMetrics` from every rank's epoch sums (the same on every rank):
+    ``tally.ranks[r]`` holds ``host, device, loss_sum, loss_n, batches, compute, sync, idle,
+    wall`` (seconds), ``sums`` / ``counts`` of the scalars; ``tally.sync_ms``: each round's
+    slowest rank. ``anchor`` and ``counts`` (ElChe's next window): ``None`` in sync mode."""
+    ranks = tally.ranks
     epoch_s = max(d["wall"] for d in ranks)
     total_batches = sum(d["batches"] for d in ranks) or 1
     per_rank = []
@@ -227,9 +227,9 @@ def combine_ranks(
         per_rank=per_rank,
         per_rank_throughput=[p.throughput for p in per_rank],
         per_rank_batch_share=[d["batches"] / total_batches for d in ranks],
-        syncs=syncs,
-        avg_sync_ms=sum(sync_ms) / len(sync_ms) if sync_ms else 0.0,
-        eval=eval_value,
+        syncs=tally.syncs,
+        avg_sync_ms=sum(tally.sync_ms) / len(tally.sync_ms) if tally.sync_ms else 0.0,
+        eval=tally.eval,
         anchor=anchor,
         lr=lr,
         counts=counts,

@@ -232,7 +232,8 @@ class RankEngine(EngineState):
         if not isinstance(loss, Tensor) or loss.numel() != 1:
             shape = f" of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else ""
             raise ConfigError(
-                f"train_step must return a scalar loss tensor, got {type(loss).__name__}{shape}"
+                "the loss (what train_step returns, what step(loss) is given) must be a scalar "
+                f"tensor, got {type(loss).__name__}{shape}"
             )
         if self._stepped:
             raise DdpError("step(loss) called twice for one batch, or outside session.epoch()")
@@ -243,7 +244,14 @@ class RankEngine(EngineState):
                 "(train_step's model argument, or session.model), not the original module"
             )
         self._ddp_forward = False
-        loss.backward()
+        try:
+            loss.backward()
+        except RuntimeError as e:  # sync: a rank that left its epoch ends the gradient exchange
+            gone = [r for r in range(self.world) if self._hook and self.comm.counter(f"left{r}", 0)]
+            if not gone:
+                raise
+            self.left = left_early(gone[0], "the epoch")
+            raise PeerError(self.left, rank=self.rank) from e
         if self.spec.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.spec.max_grad_norm)
         self.optimizer.step()
@@ -304,10 +312,10 @@ class RankEngine(EngineState):
 
     def _leave(self, epoch: int) -> None:
         self.left = left_early(self.rank, f"epoch {epoch}")
-        if not self.spec.sync and self.world > 1 and not self.elastic:
-            # where the others wait (this window's arrival), without waiting for them
-            with contextlib.suppress(Exception):
+        if self.world > 1 and not self.elastic:  # told where the others look, without waiting:
+            with contextlib.suppress(Exception):  # the window's arrival; sync: a failed backward
                 self.comm.post("n", json.dumps({"left": self.rank}).encode())
+                self.comm.counter(f"left{self.rank}", 1)
 
     def _epoch(self, epoch: int) -> Iterator[Any]:
         self.sink.install()
@@ -480,17 +488,8 @@ class RankEngine(EngineState):
             self.elche.judge_epoch(ms["wall"], batches, ms["compute"], ms["idle"])
             for r in set(self.elche.benched) - set(benched):
                 self.rounds.tell_benched(r)
-        m = combine_ranks(
-            epoch,
-            t.ranks,
-            batch_size=self.spec.batch_size,
-            syncs=t.syncs,
-            sync_ms=t.sync_ms,
-            eval_value=t.eval,
-            lr=self._lr(),
-            anchor=None if sync else self.elche.anchor,
-            counts=None if sync else self.elche.counts,
-        )
+        anchor, counts = (None, None) if sync else (self.elche.anchor, self.elche.counts)
+        m = combine_ranks(epoch, t, self.spec.batch_size, self._lr(), anchor, counts)
         self.metrics.append(m)
         self.ledger.mark(epoch_end=epoch, loss=m.avg_loss)
         self.next_epoch, self.cursor, self._reported = epoch + 1, 0, 0

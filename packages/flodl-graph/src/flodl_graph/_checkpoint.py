@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from flodl_core import CheckpointError, ConfigError
+from flodl_core import CheckpointError, ConfigError, check_path
 from flodl_core.checkpoint import (
     LoadReport,
     checkpoint_hash,
@@ -145,12 +145,7 @@ def describe_mismatch(g: Graph, source: str, meta: Mapping[str, str], file_hash:
 
 def _source(call: str, path: object) -> str:
     """``path`` as a str, or a ConfigError naming ``call`` for anything that is not a path."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ConfigError(
-            f"{call}: the checkpoint file must be a str or os.PathLike, got "
-            f"{type(path).__name__} {path!r:.60}"
-        )
-    return os.fspath(path)
+    return check_path(path, "the checkpoint file", where=call)
 
 
 def load_graph(g: Graph, path: str | os.PathLike[str], strict: bool = True) -> LoadReport:

@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from flodl_core import ConfigError, FetchError
+from flodl_core import ConfigError, FetchError, check_path
 
 from ._weights import WEIGHT_FILES, read_index
 
@@ -129,11 +129,7 @@ def resolve_file(
     required: bool = True,
 ) -> Path | None:
     """The local path of ``filename`` from a folder or Hub repo; ``None`` if optional and absent."""
-    if not isinstance(repo_or_dir, str | os.PathLike):
-        raise ConfigError(
-            f"repo_or_dir must be a model folder or an 'owner/name' Hub repo id, got "
-            f"{type(repo_or_dir).__name__} {repo_or_dir!r}"
-        )
+    check_path(repo_or_dir, "repo_or_dir", expected="a model folder or an 'owner/name' Hub repo id")
     if _is_local(repo_or_dir):
         folder = _local_folder(repo_or_dir)
         path = folder / filename

@@ -105,6 +105,11 @@ class Monitor:
                 f"stream must be a text stream with write() (sys.stdout, an open file), got "
                 f"{type(stream).__name__} {stream!r}; to log to a file, pass open(path, 'w')"
             )
+        if records is not None and not isinstance(records, RecordTree):
+            raise ConfigError(
+                f"records must be a RecordTree (another monitor's .records, to share its tree), "
+                f"got {type(records).__name__}"
+            )
         self._stream = stream
         self._color = color
         self._start = time.perf_counter()

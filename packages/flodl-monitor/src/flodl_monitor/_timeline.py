@@ -296,6 +296,8 @@ class Timeline:
     def save_html(self, path: str | os.PathLike[str], title: str = "flodl timeline") -> Path:
         """One offline page (no script, no external resource): a lane per rank, its utilization
         under it when sampled, event markers, the summary table, and the data as a JSON block."""
+        if not isinstance(title, str):
+            raise ConfigError(f"save_html: title must be a str, got {type(title).__name__}")
         return atomic_write(path, render_html(self, title), parents=True)
 
     def to_chrome_trace(self) -> dict[str, Any]:

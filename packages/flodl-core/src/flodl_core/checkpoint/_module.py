@@ -7,6 +7,7 @@ import os
 import torch
 from torch import nn
 
+from .._checks import check_path
 from .._errors import CheckpointError, ConfigError
 from ._meta import META_NAME
 
@@ -24,11 +25,7 @@ def check_module_and_path(fn: str, module: object, path: object) -> None:
             f"{fn}: module must be a torch.nn.Module, got {type(module).__name__}; "
             f"call {fn}(model, path)"
         )
-    if not isinstance(path, (str, os.PathLike)):
-        raise ConfigError(
-            f"{fn}: path must be a str or os.PathLike, got {type(path).__name__} ({path!r:.60}); "
-            f"call {fn}(model, path)"
-        )
+    check_path(path, "path", where=fn)
 
 
 def module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:

@@ -105,5 +105,18 @@ class MinOf(Scheduler):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key, sub in state.items():
-            self.schedules[int(key)].load_state_dict(sub)  # type: ignore[attr-defined]
+        """Restore :meth:`state_dict`'s members; on any error every member is as it was."""
+        before = self.state_dict()
+        if not isinstance(state, dict) or set(state) != set(before):
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ConfigError(
+                f"MinOf.load_state_dict: expected the states of members {sorted(before)} (the "
+                f"ones with a state, by position), got {got}"
+            )
+        try:
+            for key, sub in state.items():
+                self.schedules[int(key)].load_state_dict(sub)  # type: ignore[attr-defined]
+        except Exception:
+            for key, sub in before.items():
+                self.schedules[int(key)].load_state_dict(sub)  # type: ignore[attr-defined]
+            raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flodl_core import ConfigError, atomic_write
+from flodl_core import atomic_write, check_path
 
 __all__ = ["write_text_atomic"]
 
@@ -17,8 +17,4 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     new file gets the usual umask mode. The folder must exist.
     :class:`~flodl_core.ConfigError` when ``path`` is not a path (``None``, a number).
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise ConfigError(
-            f"the output path must be a str or os.PathLike, got {type(path).__name__} {path!r:.60}"
-        )
-    return atomic_write(path, text)
+    return atomic_write(check_path(path, "the output path"), text)
