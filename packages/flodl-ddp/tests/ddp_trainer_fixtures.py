@@ -121,6 +121,21 @@ def mismatched_model() -> nn.Module:
     return nn.Sequential(nn.Linear(IN, hidden), nn.Tanh(), nn.Linear(hidden, 1))
 
 
+class _WithSpare(nn.Module):
+    """The regression MLP beside a layer no forward uses (a branch not taken, a head left out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net, self.spare = make_model(), nn.Linear(IN, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def model_with_a_spare_layer() -> nn.Module:
+    return _WithSpare()
+
+
 def regression_builder(x: torch.Tensor, y: torch.Tensor, epochs: int) -> Any:
     """The regression task's trainer builder: Adam, batches of 16, anchor 4 (the caller adds the
     mode and the devices). Every mode takes the linear scaling rule (lr x world): this small
@@ -305,7 +320,8 @@ def _cooperative_session(
 
 def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int, ckpt: str) -> None:
     """Runs as one rank with torchrun's environment set: every mode in turn, the resume test,
-    then mismatched replicas; each result is written before the next run starts."""
+    mismatched replicas, then unused parameters in sync; each result is written before the next
+    run starts."""
     import time
     import traceback
 
@@ -357,6 +373,18 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
             results["mismatch"] = "no error"
         except DdpError as e:
             results["mismatch"] = str(e)
+        write_result(out_dir, rank, results)
+
+        # sync with a parameter the loss never reaches: trains with the option, DDP's error without
+        for on in (True, False):
+            b = Trainer.builder(model_with_a_spare_layer, make_adam, mse_step).dataset((x, y))
+            b = b.batch_size(16).num_epochs(2).mode("cpu-sync").find_unused_parameters(on)
+            try:
+                h = b.run()
+                h.join(timeout=60)
+                results[f"unused_{on}"] = [m.avg_loss for m in h.history]
+            except DdpError as e:
+                results[f"unused_{on}"] = str(e)
     except Exception:
         results["error"] = traceback.format_exc()
     write_result(out_dir, rank, results)

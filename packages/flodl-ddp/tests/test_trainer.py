@@ -336,6 +336,13 @@ def test_setup_names_an_argument_of_the_wrong_kind(args: tuple[Any, ...], match:
         Trainer.setup(*(given.get(a, a) if isinstance(a, str) else a for a in args))
 
 
+def test_an_optim_factory_that_makes_no_optimizer_is_named() -> None:
+    x, y = fx.make_data(64)
+    cfg = DdpConfig(dataset=(x, y), batch_size=16)
+    with pytest.raises(ConfigError, match=r"optim_factory returned a list, not a torch\.optim"):
+        Trainer.setup(fx.make_model(), lambda params: params, cfg)
+
+
 def test_a_refused_epoch_number_leaves_the_session_usable() -> None:
     x, y = fx.make_data(64)
     session = Trainer.setup(fx.make_model(), fx.make_adam, DdpConfig(dataset=(x, y), batch_size=16))

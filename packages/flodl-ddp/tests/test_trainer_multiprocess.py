@@ -5,7 +5,8 @@ Spawned runs are expensive (each rank imports torch), so each run serves several
 - ``cadence_run``: ``Trainer...run()`` spawning 2 ranks, rank 1 slowed 2x: counts, metrics,
   monitor tree, timeline, summary line;
 - ``torchrun_results``: 2 processes with torchrun's environment, each joining as one rank and
-  training every mode in turn, then the resume test and mismatched replicas;
+  training every mode in turn, then the resume test, mismatched replicas and a sync model with
+  a parameter its loss never uses;
 - ``averaging_results``: 3 ranks averaging hand-made numbers (weights, buffers, bf16 wire,
   EASGD, DiLoCo, the sync comm hook);
 - the failure test (rank 1 raises at batch 7).
@@ -405,6 +406,18 @@ def test_mismatched_replicas_are_refused(torchrun_results: list[dict[str, Any]])
     for res in torchrun_results:
         assert "model replicas differ between ranks" in res["mismatch"]
         assert "rank 0 has 4 parameters" in res["mismatch"]
+
+
+def test_sync_trains_a_model_with_unused_parameters_when_told(
+    torchrun_results: list[dict[str, Any]],
+) -> None:
+    """DDP needs every parameter's gradient at every step unless told otherwise: without
+    ``find_unused_parameters`` the run stops at its second step with DDP's error, which names
+    the option (flodl's builder has it under the same name); with it, the run trains."""
+    for res in torchrun_results:
+        losses = res["unused_True"]
+        assert isinstance(losses, list) and len(losses) == 2 and losses[1] < losses[0], losses
+        assert "find_unused_parameters" in res["unused_False"], res["unused_False"]
 
 
 # ---- hand-computed averaging on 3 ranks ---------------------------------------------------------

@@ -24,6 +24,7 @@ class _RunOptions:
     mode: str | Mode = "nccl-cadence"
     bf16_wire: bool = False
     shared_memory: bool = True
+    find_unused_parameters: bool = False
     anchor: int = 10
     max_anchor: int = 1000
     min_anchor: int | None = None

@@ -211,6 +211,4 @@ def _save_bounded(resp: Any, path: Path, limit: int, url: str) -> None:
                 )
             f.write(chunk)
     if size is not None and got != size:
-        raise CheckpointError(
-            f"heal state from {url} ended after {got} of its {size} bytes (connection lost?)"
-        )
+        raise CheckpointError(f"heal state from {url} cut at byte {got} of {size} (link lost?)")

@@ -120,18 +120,13 @@ class ElChe:
     ) -> None:
         self.world_size = check_int(world_size, "world_size", ge=1)
         check_int(anchor, "anchor", ge=1)
-        self.max_anchor = check_int(max_anchor, "max_anchor", ge=1)
-        self.min_anchor = check_int(
-            anchor if min_anchor is None else min_anchor, "min_anchor", ge=1
-        )
-        if anchor > self.max_anchor:
-            raise ConfigError(
-                f"anchor={anchor} exceeds max_anchor={self.max_anchor}; raise max_anchor"
-            )
-        if self.min_anchor > anchor:
-            raise ConfigError(
-                f"min_anchor={self.min_anchor} exceeds anchor={anchor}; lower min_anchor"
-            )
+        self.max_anchor = top = check_int(max_anchor, "max_anchor", ge=1)
+        lo = anchor if min_anchor is None else min_anchor
+        self.min_anchor = lo = check_int(lo, "min_anchor", ge=1)
+        if anchor > top:
+            raise ConfigError(f"anchor={anchor} exceeds max_anchor={top}; raise max_anchor")
+        if lo > anchor:
+            raise ConfigError(f"min_anchor={lo} exceeds anchor={anchor}; lower min_anchor")
         target = check_finite(overhead_target, "overhead_target", gt=0.0)
         self.overhead_target = min(max(target, OVERHEAD_TARGET_RANGE[0]), OVERHEAD_TARGET_RANGE[1])
         mbd = max_batch_diff
@@ -572,9 +567,7 @@ class ElChe:
         """``values``, one per rank, checked."""
         vals = list(values)
         if len(vals) != self.world_size:
-            raise ConfigError(
-                f"{name} has {len(vals)} entries, expected one per rank ({self.world_size})"
-            )
+            raise ConfigError(f"{name} has {len(vals)} entries for {self.world_size} ranks")
         if name == "wall_ms":  # milliseconds; the others are batch counts
             return [check_finite(v, f"{name}[{r}]", ge=0.0) for r, v in enumerate(vals)]
         for r, v in enumerate(vals):

@@ -111,7 +111,8 @@ def normalise_devices(v: Any) -> list[str]:
     return out
 
 
-_SWITCHES = "bf16_wire shared_memory meta_controller elche_relax_up timeline bind_cores"
+_SWITCHES = "bf16_wire shared_memory meta_controller elche_relax_up timeline bind_cores "
+_SWITCHES += "find_unused_parameters"
 _PATHS = "record_log save_dashboard checkpoint_path resume"
 _COUNTS = "batch_size num_epochs min_anchor batches_per_epoch checkpoint_every threads_per_rank"
 RULES: dict[str, Rule] = {
@@ -162,6 +163,7 @@ class RunSpec:
     mode: Mode
     bf16_wire: bool
     shared_memory: bool
+    find_unused_parameters: bool
     anchor: int
     max_anchor: int
     min_anchor: int

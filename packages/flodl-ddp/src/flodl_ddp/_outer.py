@@ -178,7 +178,7 @@ class TorchOuter(OuterOptimizer):
             opt = self.factory(self._params)
             if not isinstance(opt, torch.optim.Optimizer):
                 raise ConfigError(
-                    f"factory returned {type(opt).__name__}, expected a torch.optim.Optimizer"
+                    f"TorchOuter: factory made a {type(opt).__name__}, not an Optimizer"
                 )
             if self._pending:
                 opt.load_state_dict(self._pending)

@@ -134,7 +134,9 @@ class RankEngine(EngineState):
         average: every rank steps on one full batch) and its hook; otherwise the model."""
         if not (self.spec.sync and self.world > 1):
             return self.model, None
-        ddp, hook = wrap_sync(self.model, self.device, self.spec.mode.backend, self.spec.bf16_wire)
+        s = self.spec
+        unused = s.find_unused_parameters
+        ddp, hook = wrap_sync(self.model, self.device, s.mode.backend, s.bf16_wire, None, unused)
         ddp.register_forward_pre_hook(self._saw_forward)
         return ddp, hook
 
@@ -143,8 +145,7 @@ class RankEngine(EngineState):
         opt = optim_factory(list(self.model.parameters()))
         if not isinstance(opt, torch.optim.Optimizer):
             raise ConfigError(
-                f"optim_factory returned a {type(opt).__name__}; expected a "
-                "torch.optim.Optimizer built on the parameters it was given"
+                f"optim_factory returned a {type(opt).__name__}, not a torch.optim.Optimizer"
             )
         for g in opt.param_groups:
             g["lr"] = g["lr"] * self.spec.lr_scale(self.world)

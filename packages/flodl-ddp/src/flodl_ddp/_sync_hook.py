@@ -61,14 +61,17 @@ def wrap_sync(
     backend: Backend,
     bf16_wire: bool,
     weight: float | None = None,
+    unused: bool = False,
 ) -> tuple[DistributedDataParallel, HookState]:
     """``model`` inside DDP, reducing ``Σ_r w_r g_r``: the plain mean (``weight=None``, what the
     engine's equal batches need), or ``w_r = weight`` on this rank (every rank alike: all
     ``None`` or all a number). The plain mean on the training device registers no hook (DDP
-    divides while it fills its buckets); the gradients are views of the buckets."""
+    divides while it fills its buckets); the gradients are views of the buckets. ``unused``: DDP's
+    ``find_unused_parameters``."""
     # gradient_as_bucket_view saves the copy back after the all-reduce and the gradients' memory
+    ids = [device] if device.type == "cuda" else None
     ddp = DistributedDataParallel(
-        model, device_ids=[device] if device.type == "cuda" else None, gradient_as_bucket_view=True
+        model, ids, gradient_as_bucket_view=True, find_unused_parameters=unused
     )
     to_cpu = backend is Backend.CPU and device.type != "cpu"
     wire = torch.bfloat16 if backend is Backend.CPU and bf16_wire else None

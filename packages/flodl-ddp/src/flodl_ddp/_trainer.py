@@ -97,6 +97,11 @@ class TrainerBuilder:
         (default on; gloo stays when it does not fit, across hosts and with ``bf16_wire``)."""
         return self._set("shared_memory", on)
 
+    def find_unused_parameters(self, on: bool = True) -> TrainerBuilder:
+        """Sync: let a step leave parameters out of the loss (a branch not taken, a head not
+        used), as DDP's option of that name does, at the price of a walk of the graph a step."""
+        return self._set("find_unused_parameters", on)
+
     def threads_per_rank(self, n: int) -> TrainerBuilder:
         """torch threads per rank (default 1 on CPU ranks; with one device, on its thread only)."""
         return self._set("threads_per_rank", n)
