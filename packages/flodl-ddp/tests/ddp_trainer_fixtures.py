@@ -136,6 +136,31 @@ def model_with_a_spare_layer() -> nn.Module:
     return _WithSpare()
 
 
+class Tied(nn.Module):
+    """The regression MLP whose output layer reuses the input layer's weight, transposed: one
+    parameter under two ``state_dict`` names, as a language model's tied embeddings are."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp, self.out = nn.Linear(IN, IN, bias=False), nn.Linear(IN, IN)
+        self.out.weight = self.inp.weight
+        self.head = nn.Linear(IN, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.out(torch.tanh(self.inp(x)))))
+
+
+def check_tied(state: Any) -> None:
+    """``state`` (of a :class:`Tied`) names the tied weight twice and loads into a fresh one,
+    which stays tied."""
+    assert set(state.params) == {"inp.weight", "out.weight", "out.bias", "head.weight", "head.bias"}
+    assert torch.equal(state.params["inp.weight"], state.params["out.weight"])
+    model = Tied()
+    state.load_into(model)
+    assert model.out.weight is model.inp.weight
+    assert torch.equal(model.inp.weight.detach(), state.params["inp.weight"])
+
+
 def regression_builder(x: torch.Tensor, y: torch.Tensor, epochs: int) -> Any:
     """The regression task's trainer builder: Adam, batches of 16, anchor 4 (the caller adds the
     mode and the devices). Every mode takes the linear scaling rule (lr x world): this small
@@ -373,6 +398,16 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
             results["mismatch"] = "no error"
         except DdpError as e:
             results["mismatch"] = str(e)
+        write_result(out_dir, rank, results)
+
+        # tied weights under EASGD: the run's result is its consensus, one tensor per parameter
+        b = Trainer.builder(Tied, make_adam, mse_step).dataset((x, y)).batch_size(16)
+        state = b.num_epochs(2).mode("cpu-async").anchor(4).easgd_alpha(0.5).run().join(timeout=60)
+        try:
+            check_tied(state)
+            results["tied_easgd"] = "ok"
+        except AssertionError as e:
+            results["tied_easgd"] = f"failed: {e!r}"
         write_result(out_dir, rank, results)
 
         # sync with a parameter the loss never reaches: trains with the option, DDP's error without

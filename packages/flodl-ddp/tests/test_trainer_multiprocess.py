@@ -5,8 +5,8 @@ Spawned runs are expensive (each rank imports torch), so each run serves several
 - ``cadence_run``: ``Trainer...run()`` spawning 2 ranks, rank 1 slowed 2x: counts, metrics,
   monitor tree, timeline, summary line;
 - ``torchrun_results``: 2 processes with torchrun's environment, each joining as one rank and
-  training every mode in turn, then the resume test, mismatched replicas and a sync model with
-  a parameter its loss never uses;
+  training every mode in turn, then the resume test, mismatched replicas, tied weights under
+  EASGD and a sync model with a parameter its loss never uses;
 - ``averaging_results``: 3 ranks averaging hand-made numbers (weights, buffers, bf16 wire,
   EASGD, DiLoCo, the sync comm hook);
 - the failure test (rank 1 raises at batch 7).
@@ -406,6 +406,15 @@ def test_mismatched_replicas_are_refused(torchrun_results: list[dict[str, Any]])
     for res in torchrun_results:
         assert "model replicas differ between ranks" in res["mismatch"]
         assert "rank 0 has 4 parameters" in res["mismatch"]
+
+
+def test_tied_weights_come_back_whole_from_the_easgd_consensus(
+    torchrun_results: list[dict[str, Any]],
+) -> None:
+    """The consensus holds one tensor per parameter; the state names a tied one under each of
+    its names (``check_tied``: it was keyed by the deduplicated names, so ``out.weight`` was
+    missing and ``load_into`` failed)."""
+    assert [r["tied_easgd"] for r in torchrun_results] == ["ok", "ok"]
 
 
 def test_sync_trains_a_model_with_unused_parameters_when_told(

@@ -48,9 +48,10 @@ class TrainedState:
 
 
 def state_of(model: nn.Module) -> TrainedState:
-    """A :class:`TrainedState` copied from ``model`` (CPU tensors)."""
-    params = {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters()}
-    buffers = {n: b.detach().to("cpu", copy=True) for n, b in model.named_buffers()}
+    """A :class:`TrainedState` of ``model`` (CPU copies; a tied tensor under each of its names)."""
+    every = {"remove_duplicate": False}
+    params = {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters(**every)}
+    buffers = {n: b.detach().to("cpu", copy=True) for n, b in model.named_buffers(**every)}
     return TrainedState(params, buffers)
 
 
