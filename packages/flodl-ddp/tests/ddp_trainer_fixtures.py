@@ -137,26 +137,30 @@ def model_with_a_spare_layer() -> nn.Module:
 
 
 class Tied(nn.Module):
-    """The regression MLP whose output layer reuses the input layer's weight, transposed: one
-    parameter under two ``state_dict`` names, as a language model's tied embeddings are."""
+    """The regression MLP whose output layer reuses the input layer's weight: one parameter
+    under two ``state_dict`` names, as a language model's tied embeddings are; and a buffer
+    ``state_dict`` leaves out (``persistent=False``, as a rotary embedding's cache is)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.inp, self.out = nn.Linear(IN, IN, bias=False), nn.Linear(IN, IN)
         self.out.weight = self.inp.weight
         self.head = nn.Linear(IN, 1)
+        self.register_buffer("scale", torch.ones(IN), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.tanh(self.out(torch.tanh(self.inp(x)))))
+        return self.head(torch.tanh(self.out(torch.tanh(self.inp(x * self.scale)))))
 
 
 def check_tied(state: Any) -> None:
-    """``state`` (of a :class:`Tied`) names the tied weight twice and loads into a fresh one,
-    which stays tied."""
+    """``state`` (of a :class:`Tied`) holds what ``state_dict()`` does, the tied weight under
+    both names and no ``scale``, and loads into a fresh one, strictly too; it stays tied."""
     assert set(state.params) == {"inp.weight", "out.weight", "out.bias", "head.weight", "head.bias"}
+    assert state.buffers == {}
     assert torch.equal(state.params["inp.weight"], state.params["out.weight"])
     model = Tied()
     state.load_into(model)
+    model.load_state_dict(state.state_dict())  # strict
     assert model.out.weight is model.inp.weight
     assert torch.equal(model.inp.weight.detach(), state.params["inp.weight"])
 

@@ -233,9 +233,10 @@ def test_record_scalar_outside_a_run_is_a_no_op() -> None:
 
 
 def test_a_model_with_tied_weights_comes_back_whole() -> None:
-    """A parameter under two names (tied embeddings) is in the trained state under both, as in
-    ``state_dict()``: it loads into a fresh model (it was missing ``out.weight``), which stays
-    tied. (The EASGD consensus, one tensor per parameter: the 2-rank torchrun run.)"""
+    """The trained state holds what ``state_dict()`` holds: a parameter under two names (tied
+    embeddings) under both (``out.weight`` was missing), and no non-persistent buffer (it was
+    there, unexpected): it loads into a fresh model, which stays tied. (The EASGD consensus,
+    one tensor per parameter: the 2-rank torchrun run.)"""
     x, y = fx.make_data(256)
     b = Trainer.builder(fx.Tied, fx.make_adam, fx.mse_step).dataset((x, y)).batch_size(16)
     state = b.num_epochs(2).devices(["cpu"]).run().join(timeout=60)

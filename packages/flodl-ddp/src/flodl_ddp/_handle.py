@@ -11,7 +11,7 @@ import io
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +47,17 @@ class TrainedState:
             )
 
 
-def state_of(model: nn.Module) -> TrainedState:
-    """A :class:`TrainedState` of ``model`` (CPU copies; a tied tensor under each of its names)."""
-    every = {"remove_duplicate": False}
-    params = {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters(**every)}
-    buffers = {n: b.detach().to("cpu", copy=True) for n, b in model.named_buffers(**every)}
-    return TrainedState(params, buffers)
+def state_of(model: nn.Module, consensus: Sequence[Tensor] | None = None) -> TrainedState:
+    """``model.state_dict()`` as CPU copies, parameters apart: a tied tensor under each of its
+    names, no non-persistent buffer. ``consensus``: one tensor per ``model.parameters()`` to
+    report in their place (EASGD's)."""
+    swap = dict(zip(map(id, model.parameters()), consensus, strict=True)) if consensus else {}
+    names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    out: tuple[dict[str, Tensor], dict[str, Tensor]] = ({}, {})  # parameters, buffers
+    for k, t in model.state_dict(keep_vars=True).items():
+        if isinstance(t, Tensor):  # not a module's extra state
+            out[k not in names][k] = swap.get(id(t), t).detach().to("cpu", copy=True)
+    return TrainedState(*out)
 
 
 class DdpHandle:

@@ -549,10 +549,4 @@ class RankEngine(EngineState):
 
     def final_state(self) -> TrainedState:
         """The trained model as CPU tensors (the last consensus with EASGD)."""
-        state = state_of(self.model)
-        consensus = self.averager.final_params()
-        if consensus is not None:  # one per parameter (a tied one once), under each of its names
-            by_id = {id(p): t for p, t in zip(self.model.parameters(), consensus, strict=True)}
-            every = self.model.named_parameters(remove_duplicate=False)
-            state.params = {n: by_id[id(p)].detach().to("cpu", copy=True) for n, p in every}
-        return state
+        return state_of(self.model, self.averager.final_params())
