@@ -89,6 +89,22 @@ def test_a_flipped_byte_in_the_trainer_state_is_refused_before_anything_loads(
         _builder(epochs=2).resume(str(tmp_path)).run()
 
 
+def test_another_number_of_ranks_is_refused_and_told_where_the_model_is(tmp_path: Path) -> None:
+    """A folder written by one rank, resumed on two: refused before anything loads, naming the
+    model file a new run can start from (it loads into a fresh model, as the tutorial says)."""
+    from flodl_core import ConfigError, load_checkpoint
+
+    _builder().checkpoint_every(1, str(tmp_path)).run().join(timeout=60)
+    engine = _Engine()
+    engine.world = 2
+    with pytest.raises(ConfigError, match=r"of a run of 1 rank\(s\), this one of 2") as info:
+        load_checkpoint_into(engine, tmp_path)
+    assert engine.loaded == []
+    named = Path(str(info.value).rsplit("start anew from ", 1)[1])
+    assert named.parent == tmp_path and named.suffix == ".fdl"
+    load_checkpoint(fx.make_model(), named)
+
+
 def test_a_killed_writes_temporary_files_go_at_the_next_checkpoint(tmp_path: Path) -> None:
     left = [
         ".model-e00000.fdl.0a1b2c3d4e5f.tmp",

@@ -129,8 +129,8 @@ def load_checkpoint_into(engine: EngineState, path: str | os.PathLike[str]) -> N
         raise CheckpointError(f"{state_file} is not a distributed trainer state")
     if shared["world_size"] != engine.world:
         raise ConfigError(
-            f"checkpoint {folder} was written by {shared['world_size']} ranks; this run has "
-            f"{engine.world}. Resume with the same number of devices"
+            f"checkpoint {folder} is of a run of {shared['world_size']} rank(s), this one of "
+            f"{engine.world}: resume on as many, or start anew from {folder / latest['model']}"
         )
     load_checkpoint(engine.model, folder / latest["model"])
     engine.load_rank_state(shared["ranks"][engine.rank])
