@@ -76,6 +76,24 @@ def test_answer_maximises_start_plus_end(tiny_models: dict, tokenizer_file: Path
     assert model.answer_batch([(question, context)] * 2) == [ans, ans]
 
 
+@pytest.mark.parametrize(
+    ("auto", "task"),
+    [
+        (fh.AutoModelForSequenceClassification, "seqcls"),
+        (fh.AutoModelForTokenClassification, "tokcls"),
+        (fh.AutoModelForQuestionAnswering, "qa"),
+    ],
+)
+def test_no_texts_no_predictions(
+    auto: Any, task: str, tiny_models: dict, tokenizer_file: Path
+) -> None:
+    """An empty batch gives an empty answer, as ``SentenceEncoder.encode([])`` gives ``(0, D)``
+    (it failed inside the tokenizer)."""
+    model, _ = _load(auto, tiny_models, task, tokenizer_file)
+    got = model.answer_batch([]) if task == "qa" else model.predict([])
+    assert got == []
+
+
 def test_fill_mask(tiny_models: dict, tokenizer_file: Path) -> None:
     model, hf_model = _load(fh.AutoModelForMaskedLM, tiny_models, "mlm", tokenizer_file)
     text = "paris is the [MASK] of [MASK]"

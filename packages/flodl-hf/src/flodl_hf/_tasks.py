@@ -49,6 +49,11 @@ def _labels_to(labels: Any, device: torch.device) -> Tensor:
         ) from None
 
 
+def _no_texts(texts: object) -> bool:
+    """An empty list (or tuple) of texts: a batch with nothing to predict."""
+    return isinstance(texts, list | tuple) and len(texts) == 0
+
+
 class SequenceClassifier(HfModel):
     """``(B, S) -> logits (B, C)``."""
 
@@ -67,8 +72,11 @@ class SequenceClassifier(HfModel):
     def predict(self, texts: str | Sequence[str]) -> list[list[tuple[str, float]]]:
         """Per text, every ``(label, probability)`` sorted by probability, highest first.
 
-        Softmax over the classes; sigmoid per class for multi-label or one-output models.
+        Softmax over the classes; sigmoid per class for multi-label or one-output models. No
+        texts, no predictions (``[]``), as :meth:`SentenceEncoder.encode` gives no rows.
         """
+        if _no_texts(texts):
+            return []
         enc = self._require_tokenizer().encode(texts)
         with _inference(self):
             logits = self.forward_encoded(enc).float()
@@ -109,7 +117,10 @@ class TokenClassifier(HfModel):
         return token_classification_loss(logits, _labels_to(labels, logits.device))
 
     def predict(self, texts: str | Sequence[str]) -> list[list[TokenPrediction]]:
-        """Per text, per sub-token: the argmax label of the softmax and its probability."""
+        """Per text, per sub-token: the argmax label of the softmax and its probability (no
+        texts: ``[]``)."""
+        if _no_texts(texts):
+            return []
         enc = self._require_tokenizer().encode(texts)
         with _inference(self):
             probs = torch.softmax(self.forward_encoded(enc).float(), dim=-1).cpu()
@@ -171,9 +182,12 @@ class QuestionAnswering(HfModel):
         """Best spans for ``(question, context)`` pairs.
 
         Start and end probabilities are softmaxes over the whole sequence; among context tokens
-        the span ``i <= j`` maximising ``p_start[i] + p_end[j]`` wins (no length cap).
+        the span ``i <= j`` maximising ``p_start[i] + p_end[j]`` wins (no length cap). No
+        pairs, no answers (``[]``).
         """
         pairs = list(pairs)
+        if not pairs:
+            return []
         enc = self._require_tokenizer().encode_pairs(pairs)
         with _inference(self):
             out = self.forward_encoded(enc)
