@@ -69,6 +69,12 @@ def test_frozen_parameters_are_allowed_and_skipped() -> None:
         (lambda m: fc.Adam.with_groups().group([1, 2]), r"item 0 is a int; expected a Parameter"),
         (lambda m: fc.Adam.with_groups().group("weights"), "got str"),
         (lambda m: fc.Adam.with_groups().group(3), "got int"),
+        # the optimizer's own checks, which torch runs in its constructor only
+        (lambda m: fc.Adam.with_groups().group(m[0], betas=(2.0, 0.9)),
+         r"Adam group 0: Invalid beta parameter at index 0: 2\.0"),
+        (lambda m: fc.AdamW.with_groups(eps=-1.0).group(m[0]), "Invalid epsilon value: -1.0"),
+        (lambda m: fc.SGD.with_groups(lr=0.1).group(m[0]).group(m[2], nesterov=True),
+         "SGD group 1: Nesterov momentum requires a momentum"),
     ],
 )  # fmt: skip
 def test_errors_name_the_group_and_parameter(build, match: str) -> None:

@@ -40,12 +40,22 @@ def check_options(cls: type[torch.optim.Optimizer], options: dict[str, Any], whe
         )
 
 
+def check_values(cls: type[torch.optim.Optimizer], options: dict[str, Any], where: str) -> None:
+    """Let ``cls`` judge ``options`` as its constructor does: torch checks ``betas``, ``eps``,
+    ``weight_decay`` ... there, and never again for a group's own dict."""
+    try:
+        cls([torch.zeros(1, requires_grad=True)], **options)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
 class GroupBuilder(Generic[OptT]):
     """Collects parameter groups for optimizer class ``OptT``; ``build()`` makes the optimizer.
 
     ``defaults`` apply to every group unless the group overrides them. Errors (unknown option,
-    an empty group, a parameter in two groups, a negative lr) are raised at the ``group`` call
-    that causes them, naming the group by index and the parameter by name where known.
+    a value the optimizer refuses, an empty group, a parameter in two groups) are raised at the
+    ``group`` call that causes them, naming the group by index and the parameter by name where
+    known.
     """
 
     def __init__(self, cls: type[OptT], defaults: dict[str, Any]) -> None:
@@ -72,6 +82,7 @@ class GroupBuilder(Generic[OptT]):
         check_options(self._cls, options, where)
         if lr is not None:
             options["lr"] = check_lr(lr, where)
+        check_values(self._cls, {**self._defaults, **options}, where)
         seen_here: set[int] = set()
         for name, p in named:
             key = id(p)
