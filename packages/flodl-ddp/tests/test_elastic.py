@@ -108,7 +108,7 @@ def test_elastic_refuses_another_torchft_version(monkeypatch: pytest.MonkeyPatch
         ({"heartbeat_timeout": 0.0}, "heartbeat_timeout must be a number of seconds"),
         ({"hang_timeout": math.nan}, "hang_timeout must be a number of seconds"),
         ({"max_restarts": -1}, "max_restarts must be an int >= 0"),
-        ({"trusted_interface": ""}, "trusted_interface must be an interface name"),
+        ({"trusted_interface": ""}, "elastic trusted_interface must name an interface, got ''"),
     ],
 )
 def test_check_elastic_names_the_bad_option(kw: dict, match: str) -> None:

@@ -63,7 +63,7 @@ def check_elastic(opts: ElasticOptions, world_size: int) -> None:
     check_int(opts.max_restarts, "elastic max_restarts", ge=0)
     iface = opts.trusted_interface
     if iface is not None and (not isinstance(iface, str) or not iface):
-        raise ConfigError(f"trusted_interface must be an interface name like 'eth1', got {iface!r}")
+        raise ConfigError(f"elastic trusted_interface must name an interface, got {iface!r}")
 
 
 def require_torchft() -> Any:

@@ -157,8 +157,7 @@ class RankEngine(EngineState):
         sched = self.spec.scheduler(self.optimizer, self.total_steps)
         if not isinstance(sched, Scheduler) and not callable(getattr(sched, "step", None)):
             raise ConfigError(
-                f"scheduler factory returned a {type(sched).__name__}; expected a "
-                "flodl_core Scheduler or an object with .step()"
+                f"scheduler factory returned a {type(sched).__name__}: no Scheduler, no .step()"
             )
         return sched
 
@@ -248,8 +247,10 @@ class RankEngine(EngineState):
         try:
             loss.backward()
         except RuntimeError as e:  # sync: a rank that left its epoch ends the gradient exchange
-            gone = [r for r in range(self.world) if self._hook and self.comm.counter(f"left{r}", 0)]
-            if not gone:
+            gone: list[int] = []
+            with contextlib.suppress(Exception):  # the store may have gone with that rank
+                gone = [r for r in range(self.world) if self.comm.counter(f"left{r}", 0)]
+            if self._hook is None or not gone:
                 raise
             self.left = left_early(gone[0], "the epoch")
             raise PeerError(self.left, rank=self.rank) from e
