@@ -249,6 +249,25 @@ def test_trained_state_refuses_another_architecture() -> None:
         state.load_into(nn.Linear(2, 2))
 
 
+@pytest.mark.parametrize(
+    ("keep", "match"),
+    [
+        (("0.weight", "0.bias"), r"missing \['1.bias', '1.weight'\], unexpected \[\], other"),
+        (("0.weight", "0.bias", "1.weight", "1.bias"), r"other shapes \['1.weight', '1.bias'\]"),
+    ],
+)
+def test_a_refused_trained_state_leaves_the_model_as_it_was(keep: tuple, match: str) -> None:
+    """Checked before anything is copied: torch's own load copied the matching tensors first
+    (``0.*`` here), then failed on the rest."""
+    trained = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))  # the target's second layer is 2 -> 3
+    state = TrainedState({k: v for k, v in trained.state_dict().items() if k in keep}, {})
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 3))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(DdpError, match=match + r".*nothing was loaded"):
+        state.load_into(model)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
 # ---- checkpoints (world of one; the cpu-sync bit-identity over 2 ranks is multiprocess) ------
 
 

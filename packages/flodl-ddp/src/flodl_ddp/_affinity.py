@@ -27,8 +27,7 @@ def check_bindable(local_world: int, threads_per_rank: int | None) -> None:
     fewer cores than ranks (or than ``threads_per_rank`` per rank)."""
     if not supported():
         raise ConfigError(
-            f"bind_cores needs os.sched_setaffinity, which this platform ({sys.platform}) "
-            "lacks; leave bind_cores off here"
+            f"bind_cores needs os.sched_setaffinity, which {sys.platform} lacks: leave it off here"
         )
     cores_for(0, local_world, threads_per_rank)
 

@@ -54,8 +54,7 @@ def check_elastic(opts: ElasticOptions, world_size: int) -> None:
     m = check_int(opts.min_ranks, "elastic min_ranks", ge=1)
     if m > world_size:
         raise ConfigError(
-            f"elastic min_ranks={m} is more than the {world_size} ranks of the run; lower "
-            "min_ranks or add devices"
+            f"elastic min_ranks={m} is more than the {world_size} ranks: lower it or add devices"
         )
     for name, low in (("heartbeat_timeout", 0.1), ("hang_timeout", 0.5)):
         expected = f"a number of seconds >= {low}"

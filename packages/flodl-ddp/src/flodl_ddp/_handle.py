@@ -38,13 +38,16 @@ class TrainedState:
         return {**self.params, **self.buffers}
 
     def load_into(self, model: nn.Module) -> None:
-        """Copy the state into ``model`` (same architecture; moved to the model's devices)."""
-        missing, unexpected = model.load_state_dict(self.state_dict(), strict=False)
-        if missing or unexpected:
+        """Copy the state into ``model`` (same architecture), or refuse it before copying any."""
+        state, own = self.state_dict(), model.state_dict()
+        missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+        shapes = [k for k in own if k in state and state[k].shape != own[k].shape]
+        if missing or unexpected or shapes:
             raise DdpError(
-                f"TrainedState does not match {type(model).__name__}: missing {sorted(missing)}, "
-                f"unexpected {sorted(unexpected)}"
+                f"TrainedState does not match {type(model).__name__}: missing {missing}, "
+                f"unexpected {unexpected}, other shapes {shapes}; nothing was loaded"
             )
+        model.load_state_dict(state)
 
 
 def state_of(model: nn.Module, consensus: Sequence[Tensor] | None = None) -> TrainedState:

@@ -101,8 +101,7 @@ def read_latest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
         raise CheckpointError(f"resume path {str(path)!r} does not exist (no such folder)")
     if not index.is_file():
         raise CheckpointError(
-            f"resume path {str(path)!r} holds no {LATEST}; expected a folder written by "
-            "checkpoint_every(n, path)"
+            f"resume path {str(path)!r} holds no {LATEST}: not a checkpoint_every(n, path) folder"
         )
     try:
         latest = json.loads(index.read_text(encoding="utf-8"))
