@@ -68,6 +68,54 @@ def test_item_dataset_errors(samples: list[Any], match: str) -> None:
         ItemDataSet(samples).get_batch(torch.tensor([0, 1]))
 
 
+class DictSamples(Dataset):
+    """A torch map-style dataset of dict samples, the way many PyTorch datasets return them."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        g = torch.Generator().manual_seed(i)
+        return {"image": torch.randn(3, 2, generator=g), "label": i % 4, "weight": i / 7}
+
+
+def test_dict_samples_stack_by_key_and_name_the_fields() -> None:
+    ds = DictSamples(10)
+    idx = torch.tensor([4, 0, 9, 2])
+    items = ItemDataSet(ds)
+    assert items.field_names is None  # known once a sample was read
+    ours = items.get_batch(idx)
+    ref = default_collate([ds[i] for i in idx.tolist()])
+    assert items.field_names == ("image", "label", "weight")
+    for got, key in zip(ours, items.field_names, strict=True):
+        assert got.dtype == ref[key].dtype and torch.equal(got, ref[key])
+
+
+def test_a_loader_over_dict_samples_gives_batches_by_name() -> None:
+    from flodl_core import DataLoader
+
+    batch = next(iter(DataLoader(DictSamples(8), batch_size=4, shuffle=False).epoch(0)))
+    assert batch["image"].shape == (4, 3, 2) and batch["label"].tolist() == [0, 1, 2, 3]
+    assert torch.equal(batch[0], batch["image"])
+
+
+@pytest.mark.parametrize(
+    ("samples", "match"),
+    [
+        ([{"x": torch.zeros(1), "y": 1}, {"x": torch.zeros(1)}], r"sample 1: keys \['x'\], where "
+         r"the first sample had keys \['x', 'y'\]"),
+        ([{"x": torch.zeros(1)}, (torch.zeros(1),)], r"sample 1: tuple, where the first sample"),
+        ([{"text": "a"}, {"text": "b"}], r"sample field 'text' is a str"),
+    ],
+)  # fmt: skip
+def test_dict_samples_that_differ_are_named(samples: list[Any], match: str) -> None:
+    with pytest.raises(DataError, match=match):
+        ItemDataSet(samples).get_batch(torch.tensor([0, 1]))
+
+
 def test_tensor_dataset_gathers_rows() -> None:
     x, y = torch.randn(6, 3), torch.arange(6)
     ds = TensorDataSet(x, y)

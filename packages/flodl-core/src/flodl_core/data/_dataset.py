@@ -238,8 +238,9 @@ def _stack_error(dataset: Any, positions: list[int], rows: list[Sequence[Any]], 
     return text
 
 
-def _stack_field(values: list[Any], pos: int) -> Tensor:
-    """One field of a list of samples stacked on a new dim 0, by ``default_collate``'s rules."""
+def _stack_field(values: list[Any], pos: int | str) -> Tensor:
+    """One field of a list of samples stacked on a new dim 0, by ``default_collate``'s rules
+    (``pos``: the field's position, or its key for dict samples)."""
     first = values[0]
     if isinstance(first, Tensor):
         return torch.stack(values)
@@ -253,19 +254,24 @@ def _stack_field(values: list[Any], pos: int) -> Tensor:
     if isinstance(first, numbers.Real):
         return torch.tensor(values, dtype=torch.float64)
     raise DataError(
-        f"sample field {pos} is a {type(first).__name__}; expected a Tensor, a numpy array or a "
-        "number (give the loader a BatchDataSet for other kinds of samples)"
+        f"sample field {pos!r} is a {type(first).__name__}; expected a Tensor, a numpy array or "
+        "a number (give the loader a BatchDataSet for other kinds of samples)"
     )
 
 
 class ItemDataSet:
     """Adapts a per-item :class:`DataSet` (any map-style ``torch.utils.data.Dataset``) to batches.
 
-    ``get_batch`` reads ``ds[i]`` for every index and stacks each field.
+    ``get_batch`` reads ``ds[i]`` for every index and stacks each field. A sample is a tuple or
+    list of fields, a single field, or a dict (as ``default_collate`` takes it): its keys, the
+    same in every sample, become :attr:`field_names` once the first batch is read, so the loader
+    gives ``batch["image"]``.
     """
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
+        self.field_names: tuple[str, ...] | None = None
+        self._keys: tuple[Any, ...] | None = None  # of dict samples, in the first one's order
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -273,6 +279,8 @@ class ItemDataSet:
     def get_batch(self, indices: Tensor | Sequence[int] | np.ndarray) -> list[Tensor]:
         indices = as_indices(indices, len(self))
         samples = [self.dataset[i] for i in indices.tolist()]
+        if self._keys is not None or isinstance(samples[0], Mapping):
+            samples = self._by_key(samples, indices.tolist())
         rows = [s if isinstance(s, (tuple, list)) else (s,) for s in samples]
         width = len(rows[0])
         if width == 0:
@@ -286,13 +294,30 @@ class ItemDataSet:
         out = []
         for k in range(width):
             try:
-                out.append(_stack_field([row[k] for row in rows], k))
+                label = k if self._keys is None else self._keys[k]
+                out.append(_stack_field([row[k] for row in rows], label))
             except (RuntimeError, ValueError, TypeError) as e:
                 if isinstance(e, DataError):
                     raise
                 why = _stack_error(self.dataset, indices.tolist(), rows, k)
                 raise DataError(f"samples do not stack into a batch: {why}") from e
         return out
+
+    def _by_key(self, samples: list[Any], positions: list[int]) -> list[tuple[Any, ...]]:
+        """Dict samples as tuples in one key order (the first sample's); every sample must
+        have the same keys."""
+        if self._keys is None:
+            self._keys = tuple(samples[0])
+            self.field_names = tuple(str(k) for k in self._keys)
+        keys = set(self._keys)
+        for i, s in zip(positions, samples, strict=True):
+            if not isinstance(s, Mapping) or set(s) != keys:
+                got = f"keys {sorted(map(str, s))}" if isinstance(s, Mapping) else type(s).__name__
+                raise DataError(
+                    f"sample {i}: {got}, where the first sample had keys "
+                    f"{sorted(map(str, keys))}; every sample must have the same keys"
+                )
+        return [tuple(s[k] for k in self._keys) for s in samples]
 
 
 def as_batch_dataset(data: Any) -> BatchDataSet:

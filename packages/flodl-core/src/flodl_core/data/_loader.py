@@ -56,7 +56,8 @@ def _is_out_of_memory(e: BaseException) -> bool:
 class DataLoader:
     """Batches of a dataset, epoch by epoch.
 
-    ``dataset``: a :class:`BatchDataSet`, a map-style dataset (any ``torch.utils.data.Dataset``),
+    ``dataset``: a :class:`BatchDataSet`, a map-style dataset (any ``torch.utils.data.Dataset``,
+    whose samples are tuples of fields, single fields or dicts: their keys name the fields),
     a tuple of tensors (fields by position), a dict of tensors (fields by name, ``{"x": x, "y":
     y}``: ``batch["x"]``, and ``batch[0]`` in insertion order) or a tensor. A ``list`` is a
     dataset of samples, one item per sample. ``batch_size`` (> 0) is per device. ``seed`` fixes
