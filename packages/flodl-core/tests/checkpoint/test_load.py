@@ -19,8 +19,10 @@ from flodl_core import CheckpointError, ConfigError
 from flodl_core.checkpoint import (
     CheckpointNotFoundError,
     LoadReport,
+    checkpoint_keys,
     load_checkpoint,
     save_checkpoint,
+    write_checkpoint,
 )
 
 HASH_A, HASH_B = "aa" * 32, "bb" * 32
@@ -321,3 +323,63 @@ def test_swapped_arguments_say_so(tmp_path: Path) -> None:
         load_checkpoint({}, path)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"path must be a str or os\.PathLike, got int"):
         load_checkpoint(nn.Linear(2, 2), 3)  # type: ignore[arg-type]
+
+
+class _Net(nn.Module):
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.enc = nn.Linear(3, 4)
+        self.norm = nn.BatchNorm1d(4)
+        self.head = nn.Linear(4, 2)
+
+
+def _equal_state(a: nn.Module, b: nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return [k.replace("_orig_mod.", "") for k in sa] == [
+        k.replace("_orig_mod.", "") for k in sb
+    ] and all(torch.equal(x, y) for x, y in zip(sa.values(), sb.values(), strict=True))
+
+
+def _compiled_enc(seed: int) -> nn.Module:
+    net = _Net(seed)
+    net.enc = torch.compile(net.enc)  # type: ignore[assignment]
+    return net
+
+
+# torch.compile's first import (dynamo) warns about torch.jit deprecations of its own
+COMPILE_WARNINGS = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@COMPILE_WARNINGS
+@pytest.mark.parametrize(
+    ("make_src", "make_dst"),
+    [
+        (lambda s: torch.compile(_Net(s)), _Net),
+        (_Net, lambda s: torch.compile(_Net(s))),
+        (_compiled_enc, _Net),
+        (_Net, _compiled_enc),
+    ],
+    ids=["compiled->plain", "plain->compiled", "compiled-part->plain", "plain->compiled-part"],
+)
+def test_a_checkpoint_moves_between_a_compiled_model_and_the_plain_one(
+    tmp_path: Path, make_src: Callable[[int], nn.Module], make_dst: Callable[[int], nn.Module]
+) -> None:
+    """``torch.compile``'s wrapper puts ``_orig_mod.`` before the keys under it; the file names
+    tensors without it, and a load maps the names back (it was a mismatch either way)."""
+    src, dst = make_src(1), make_dst(2)
+    save_checkpoint(src, tmp_path / "m.fdl")
+    assert all("_orig_mod" not in k.name for k in checkpoint_keys(tmp_path / "m.fdl"))
+    report = load_checkpoint(dst, tmp_path / "m.fdl")
+    assert report.missing == report.skipped == [] and "enc.weight" in report.loaded
+    assert _equal_state(src, dst)
+
+
+@COMPILE_WARNINGS
+def test_a_file_written_with_compiled_names_loads_into_the_plain_model(tmp_path: Path) -> None:
+    src = torch.compile(_Net(1))
+    write_checkpoint(tmp_path / "old.fdl", src.state_dict())  # names with _orig_mod.
+    dst = _Net(2)
+    report = load_checkpoint(dst, tmp_path / "old.fdl")
+    assert report.missing == report.skipped == []
+    assert _equal_state(src, dst)

@@ -12,7 +12,7 @@ from .._errors import CheckpointError
 from ._format import ZERO_HASH
 from ._hash import parse_hash
 from ._io import PathLike
-from ._module import check_module_and_path, module_tensors
+from ._module import check_module_and_path, module_tensors, plain_name
 from ._read import read_checkpoint
 from ._tensors import tensor_from_bytes
 
@@ -80,11 +80,11 @@ def load_checkpoint(
             f"model={expected.hex()}"
         )
 
-    targets = module_tensors(module)
-    entries = {e.name: e for e in ckpt.entries}
+    targets = module_tensors(module)  # by plain_name, as files name them
+    entries = {plain_name(e.name): e for e in ckpt.entries}  # (and files of compiled models did)
     target_names = {name for name, _ in targets}
     missing = [name for name, _ in targets if name not in entries]
-    skipped = [e.name for e in ckpt.entries if e.name not in target_names]
+    skipped = [e.name for e in ckpt.entries if plain_name(e.name) not in target_names]
     if strict and (missing or skipped):
         parts = []
         if missing:
@@ -117,9 +117,12 @@ def load_checkpoint(
             )
     # load_state_dict keeps parameter identity (optimizers hold references) and runs the
     # modules' own load hooks; the per-module versions keep their upgrade logic quiet.
-    values._metadata = getattr(module.state_dict(keep_vars=True), "_metadata", None)  # type: ignore[attr-defined]
+    own = module.state_dict(keep_vars=True)
+    real = {plain_name(k): k for k in own}  # a compiled model's keys carry _orig_mod.
+    state = OrderedDict((real[k], v) for k, v in values.items())
+    state._metadata = getattr(own, "_metadata", None)  # type: ignore[attr-defined]
     try:
-        module.load_state_dict(values, strict=False)
+        module.load_state_dict(state, strict=False)
     except (RuntimeError, ValueError, KeyError) as e:
         raise CheckpointError(f"checkpoint {ckpt.path}: module refused the state: {e}") from e
     return LoadReport(

@@ -28,12 +28,23 @@ def check_module_and_path(fn: str, module: object, path: object) -> None:
     check_path(path, "path", where=fn)
 
 
+COMPILED = "_orig_mod."
+"""What ``torch.compile``'s wrapper puts before every ``state_dict`` key under it."""
+
+
+def plain_name(name: str) -> str:
+    """A ``state_dict`` key without :data:`COMPILED`: a checkpoint names its tensors so, and
+    moves between a compiled model and the plain one (``encoder._orig_mod.w`` -> ``encoder.w``)."""
+    return name.replace(COMPILED, "")
+
+
 def module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
     """``(state_dict key, tensor)`` for every tensor in ``module.state_dict()``.
 
     Parameters come first, then buffers (the file order of floDl (Rust)), each group in
     module order. The names are the ``state_dict()`` keys, so tied weights appear under every
-    name they have and non-persistent buffers are left out, exactly as ``state_dict()`` does.
+    name they have and non-persistent buffers are left out, exactly as ``state_dict()`` does;
+    a ``torch.compile`` wrapper's ``_orig_mod.`` is left out of them (:func:`plain_name`).
     """
     if not isinstance(module, nn.Module):
         raise CheckpointError(f"expected a torch.nn.Module, got {type(module).__name__}")
@@ -49,5 +60,5 @@ def module_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
             )
         if name == META_NAME:
             raise CheckpointError(f"state_dict key {META_NAME!r} is reserved for file metadata")
-        (params if name in param_names else others).append((name, value))
+        (params if name in param_names else others).append((plain_name(name), value))
     return params + others
