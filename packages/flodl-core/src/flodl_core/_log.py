@@ -67,7 +67,8 @@ def set_verbosity(level: Verbosity | str | int) -> None:
             raise ConfigError(f"unknown verbosity {level!r}; expected one of {names}") from None
     # an int outside logging's levels would silence flodl (99) or hand it to the root's (0)
     note = "a Verbosity, its name, or a logging level"
-    logger.setLevel(check_int(level, "level", ge=10, le=50, where="set_verbosity", note=note))
+    lo, hi = logging.DEBUG, logging.CRITICAL
+    logger.setLevel(check_int(level, "level", ge=lo, le=hi, where="set_verbosity", note=note))
 
 
 def verbosity() -> Verbosity:
