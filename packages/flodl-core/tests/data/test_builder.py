@@ -38,6 +38,21 @@ def test_builder_defaults_match_the_constructor() -> None:
     assert list(built.epoch(1)) == list(direct.epoch(1))
 
 
+def test_builder_collate_fn_and_resident_map_style_data() -> None:
+    samples = [(torch.arange(1 + i % 3), i) for i in range(12)]
+
+    def pad(batch: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        seqs = torch.nn.utils.rnn.pad_sequence([s for s, _ in batch], batch_first=True)
+        return seqs, torch.tensor([i for _, i in batch])
+
+    built = DataLoader.from_batch_dataset(samples).batch_size(4).collate_fn(pad).build()
+    direct = DataLoader(samples, batch_size=4, collate_fn=pad)
+    assert not built.is_resident and list(built.epoch(2)) == list(direct.epoch(2))
+    fixed = [(torch.full((2,), float(i)), i) for i in range(12)]
+    assert DataLoader.from_batch_dataset(fixed).batch_size(4).streaming(False).build().is_resident
+    assert not DataLoader.from_batch_dataset(fixed).batch_size(4).build().is_resident
+
+
 def test_builder_requires_batch_size() -> None:
     with pytest.raises(ConfigError, match=r"batch_size is required: call \.batch_size\(n\)"):
         DataLoader.from_batch_dataset((torch.zeros(4),)).build()

@@ -5,10 +5,11 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader as TorchLoader
+from torch.utils.data import Dataset, Subset
 
 from flodl_core import ConfigError, DataError, DataLoader, ShapeError
-from flodl_core.data import Batch, TensorDataSet
+from flodl_core.data import Batch, ItemDataSet, TensorDataSet
 
 
 def tensors(n: int = 50) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,7 +37,7 @@ class Ragged:
         return 20
 
     def get_batch(self, indices: torch.Tensor) -> list[torch.Tensor]:
-        width = 1 + int(indices.max()) % 3
+        width = 1 + int(indices.max()) // 8
         return [indices.float().unsqueeze(1).expand(-1, width).clone()]
 
 
@@ -137,7 +138,7 @@ def test_resident_and_streaming_give_identical_batches(
     x, y = tensors(45)
     data: Any = Items(x, y) if per_item else (x, y)
     opts = dict(batch_size=8, seed=3, shuffle=shuffle, drop_last=drop_last, names=["x", "y"])
-    resident = DataLoader(data, **opts)
+    resident = DataLoader(data, streaming=False, **opts)  # a map-style set must ask for it
     streamed = DataLoader(data, streaming=True, prefetch=depth, **opts)
     assert resident.is_resident and not streamed.is_resident
     assert streamed.prefetch_depth == depth
@@ -149,7 +150,7 @@ def test_per_item_dataset_goes_resident_in_chunks(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(_resident, "LOAD_CHUNK_BYTES", 7 * 4 * 12)  # 7 samples per read
     x, y = tensors(30)
-    loader = DataLoader(Items(x, y), batch_size=4)
+    loader = DataLoader(Items(x, y), batch_size=4, streaming=False)
     assert loader.is_resident
     data = loader._resident
     assert data is not None and torch.equal(data.tensors[0], x) and torch.equal(data.tensors[1], y)
@@ -159,7 +160,7 @@ def test_variable_shapes_stream_instead() -> None:
     loader = DataLoader(Ragged(), batch_size=4, shuffle=False)
     assert not loader.is_resident
     widths = [b[0].shape[1] for b in loader.epoch(0)]
-    assert widths == [1, 2, 3, 1, 2]
+    assert widths == [1, 1, 2, 2, 3]
 
 
 def test_out_of_memory_while_going_resident_falls_back_to_streaming() -> None:
@@ -380,3 +381,115 @@ def test_dict_dataset_errors_reach_the_loader() -> None:
         DataLoader({"x": x, "y": y[:49]}, batch_size=4)
     with pytest.raises(DataError, match=r"field 'y' is a list"):
         DataLoader({"x": x, "y": y.tolist()}, batch_size=4)
+
+
+class Augmented(Dataset):
+    """A map-style set whose ``__getitem__`` draws a random transform, as torchvision's do."""
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.full((3,), float(i)) + torch.randn(3), i
+
+
+def test_map_style_datasets_stream_so_random_transforms_stay_random() -> None:
+    # Held resident, the first epoch's draws would come back in every epoch.
+    loader = DataLoader(Augmented(), batch_size=16, shuffle=False)
+    assert not loader.is_resident
+    first, second = (next(iter(loader.epoch(k)))[0] for k in (0, 1))
+    assert not torch.equal(first, second)
+    assert torch.allclose(first.mean(1), torch.arange(16.0), atol=3.0)
+    frozen = DataLoader(Augmented(), batch_size=16, shuffle=False, streaming=False)
+    assert frozen.is_resident  # asked for: the samples are read once
+    assert torch.equal(*(next(iter(frozen.epoch(k)))[0] for k in (0, 1)))
+
+
+def pad_collate(samples: list[tuple[torch.Tensor, int]]) -> dict[str, torch.Tensor]:
+    """Variable-length token rows padded with 0 to the batch's longest, with their lengths."""
+    seqs = [s for s, _ in samples]
+    return {
+        "tokens": torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True),
+        "length": torch.tensor([len(s) for s in seqs]),
+        "label": torch.tensor([y for _, y in samples]),
+    }
+
+
+class Sentences(Dataset):
+    def __len__(self) -> int:
+        return 23
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.arange(1, 2 + i % 7), i % 2
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_collate_fn_batches_match_torchs_loader(shuffle: bool) -> None:
+    ours = DataLoader(Sentences(), batch_size=5, collate_fn=pad_collate, shuffle=shuffle, seed=4)
+    assert not ours.is_resident and ours.names == ("tokens", "length", "label")
+    order = ours.indices(2).tolist()
+    theirs = TorchLoader(Subset(Sentences(), order), batch_size=5, collate_fn=pad_collate)
+    got = list(ours.epoch(2))
+    assert len(got) == len(ours) == 5
+    for batch, want in zip(got, theirs, strict=True):
+        for name in ours.names:
+            assert torch.equal(batch[name], want[name])
+    assert [b["tokens"].shape[1] for b in got] == [int(b["length"].max()) for b in got]
+
+
+def test_collate_fn_over_tensors_and_a_tuple_result() -> None:
+    x, y = tensors(20)
+
+    def flip_pairs(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, ...]:
+        return torch.stack([s[0].flip(0) for s in samples]), torch.stack([s[1] for s in samples])
+
+    loader = DataLoader((x, y), batch_size=4, shuffle=False, collate_fn=flip_pairs)
+    first = next(iter(loader.epoch(0)))
+    assert torch.equal(first[0], x[:4].flip(1)) and torch.equal(first[1], y[:4])
+
+
+class Indexed:
+    def __len__(self) -> int:
+        return 8
+
+    def get_batch(self, indices: torch.Tensor) -> list[torch.Tensor]:
+        return [indices.float()]
+
+
+@pytest.mark.parametrize(
+    ("data", "options", "match"),
+    [
+        (Sentences(), {"streaming": False}, "leave streaming unset with a collate_fn"),
+        (Indexed(), {}, "Indexed has get_batch but no __getitem__"),
+        (ItemDataSet(Sentences(), pad_collate), {}, "collate_fn given twice"),
+        (Sentences(), {"collate_fn": "pad"}, "collate_fn must be a function.*got str"),
+    ],
+)
+def test_collate_fn_misuse_is_named(data: Any, options: dict[str, Any], match: str) -> None:
+    options = {"collate_fn": pad_collate, **options}
+    with pytest.raises(ConfigError, match=match):
+        DataLoader(data, batch_size=4, **options)
+
+
+@pytest.mark.parametrize(
+    ("collate", "error", "match"),
+    [
+        (lambda s: [[len(x) for x, _ in s]], DataError, "returned a list holding list"),
+        (lambda s: {"n": len(s)}, DataError, "returned a dict holding int"),
+        (lambda s: torch.zeros(3, 3), ShapeError, r"0 has shape \(3, 3\) for a batch of 2 "),
+        (lambda s: torch.tensor(1.0), ShapeError, r"shape \(\) for a batch of 2"),
+    ],
+)
+def test_a_bad_collate_result_is_named(collate: Any, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        DataLoader(Sentences(), batch_size=4, collate_fn=collate)
+
+
+def test_collate_keys_that_change_are_named() -> None:
+    def keyed(samples: list[Any]) -> dict[str, torch.Tensor]:
+        key = "a" if samples[0][1] == 0 else "b"
+        return {key: torch.zeros(len(samples))}
+
+    loader = DataLoader(Sentences(), batch_size=1, shuffle=False, collate_fn=keyed, prefetch=0)
+    with pytest.raises(DataError, match=r"keys \['b'\] for the batch of sample 1.*had \['a'\]"):
+        list(loader.epoch(0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._device import DeviceLike
@@ -55,9 +55,15 @@ class DataLoaderBuilder:
         self._options["prefetch"] = depth
         return self
 
-    def streaming(self) -> DataLoaderBuilder:
-        """Always stream, never go resident."""
-        self._options["streaming"] = True
+    def streaming(self, on: bool = True) -> DataLoaderBuilder:
+        """Always stream, never go resident; ``streaming(False)``: go resident whenever the data
+        fits (a map-style dataset whose samples are fixed, too)."""
+        self._options["streaming"] = bool(on)
+        return self
+
+    def collate_fn(self, fn: Callable[[list[Any]], Any]) -> DataLoaderBuilder:
+        """Make each batch from its list of samples with ``fn``, as torch's ``collate_fn``."""
+        self._options["collate_fn"] = fn
         return self
 
     def vram_max_usage(self, fraction: float) -> DataLoaderBuilder:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -266,10 +266,21 @@ class ItemDataSet:
     list of fields, a single field, or a dict (as ``default_collate`` takes it): its keys, the
     same in every sample, become :attr:`field_names` once the first batch is read, so the loader
     gives ``batch["image"]``.
+
+    ``collate_fn(samples) -> batch``, as torch's ``DataLoader`` takes it, makes each batch from
+    the list of samples instead (to pad sequences to the batch's longest, say): it returns a
+    tensor, a tuple or list of tensors, or a dict of tensors whose keys name the fields, each
+    ``(len(samples), ...)``.
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: Any, collate_fn: Callable[[list[Any]], Any] | None = None) -> None:
+        if collate_fn is not None and not callable(collate_fn):
+            raise ConfigError(
+                f"collate_fn must be a function of the list of samples, got "
+                f"{type(collate_fn).__name__}"
+            )
         self.dataset = dataset
+        self.collate_fn = collate_fn
         self.field_names: tuple[str, ...] | None = None
         self._keys: tuple[Any, ...] | None = None  # of dict samples, in the first one's order
 
@@ -279,6 +290,8 @@ class ItemDataSet:
     def get_batch(self, indices: Tensor | Sequence[int] | np.ndarray) -> list[Tensor]:
         indices = as_indices(indices, len(self))
         samples = [self.dataset[i] for i in indices.tolist()]
+        if self.collate_fn is not None:
+            return self._collated(samples, indices.tolist())
         if self._keys is not None or isinstance(samples[0], Mapping):
             samples = self._by_key(samples, indices.tolist())
         rows = [s if isinstance(s, (tuple, list)) else (s,) for s in samples]
@@ -302,6 +315,38 @@ class ItemDataSet:
                 why = _stack_error(self.dataset, indices.tolist(), rows, k)
                 raise DataError(f"samples do not stack into a batch: {why}") from e
         return out
+
+    def _collated(self, samples: list[Any], positions: list[int]) -> list[Tensor]:
+        """``collate_fn(samples)`` as a list of fields, each checked to hold one row per sample
+        (a dict's keys, the first batch's, name the fields)."""
+        out = raw = self.collate_fn(samples)  # type: ignore[misc]
+        names: Sequence[Any] = range(len(out)) if isinstance(out, (list, tuple)) else [0]
+        if isinstance(out, Mapping):
+            if self._keys is None:
+                self._keys = tuple(out)
+                self.field_names = tuple(str(k) for k in self._keys)
+            if set(out) != set(self._keys):
+                raise DataError(
+                    f"collate_fn returned keys {sorted(map(str, out))} for the batch of sample "
+                    f"{positions[0]}, where the first batch had {sorted(self.field_names or ())}"
+                )
+            names, out = self._keys, [out[k] for k in self._keys]
+        fields = [out] if isinstance(out, Tensor) else out
+        if not isinstance(fields, (list, tuple)) or not all(isinstance(t, Tensor) for t in fields):
+            got = type(raw).__name__
+            if isinstance(fields, (list, tuple)):
+                got += " holding " + ", ".join(sorted({type(t).__name__ for t in fields}))
+            raise DataError(
+                f"collate_fn returned a {got}; expected a tensor, a tuple or list of tensors, "
+                "or a dict of tensors (convert with torch.as_tensor)"
+            )
+        for name, t in zip(names, fields, strict=True):
+            if t.dim() == 0 or t.shape[0] != len(samples):
+                raise ShapeError(
+                    f"collate_fn's field {name!r} has shape {tuple(t.shape)} for a batch of "
+                    f"{len(samples)} samples: expected ({len(samples)}, ...), one row per sample"
+                )
+        return list(fields)
 
     def _by_key(self, samples: list[Any], positions: list[int]) -> list[tuple[Any, ...]]:
         """Dict samples as tuples in one key order (the first sample's); every sample must

@@ -1,10 +1,12 @@
 """``DataLoader``: batches from any dataset, resident on the device when it fits, else streamed.
 
-Build-time rule: ``get_batch([0])`` is read once to learn the fields and the bytes per sample.
+Build-time rule: ``get_batch([0, 1])`` is read once to learn the fields and bytes per sample.
 The dataset goes *resident* (held whole on the target device, each epoch a device-side gather)
 when it fits the device's budget (:mod:`._memory`), unless ``streaming=True``; otherwise, or when
-going resident runs out of memory, batches are *streamed* by a background thread. Both modes give
-the same batches in the same order for the same seed.
+going resident runs out of memory, batches are *streamed* by a background thread. A map-style
+dataset streams unless ``streaming=False``: its ``__getitem__`` may draw a new random transform
+at every call (torchvision's augmentations do), which a resident copy would freeze. Both modes
+give the same batches in the same order for the same seed (for samples that do not change).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import copy
 import logging
 import math
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,7 +25,7 @@ from .._checks import check_int
 from .._device import DeviceLike, resolve_device
 from .._errors import ConfigError, DataError
 from ._batch import Batch, name_index
-from ._dataset import BatchDataSet, TensorDataSet, as_batch_dataset, check_fields
+from ._dataset import BatchDataSet, ItemDataSet, TensorDataSet, as_batch_dataset, check_fields
 from ._memory import auto_prefetch_depth, resident_fits
 from ._resident import ResidentData, VariableShapeError
 from ._sampler import epoch_permutation, even_shard
@@ -44,6 +46,25 @@ def _declared_names(dataset: Any, width: int) -> tuple[str, ...] | None:
     return None
 
 
+def _collating(source: BatchDataSet, collate_fn: Any, streaming: bool | None) -> ItemDataSet:
+    """``source``'s samples, read one by one and made into batches by ``collate_fn``."""
+    if streaming is False:
+        raise ConfigError(
+            "collate_fn makes each batch as it is drawn (padding to the batch's longest sample, "
+            "random masking), so the loader streams: leave streaming unset with a collate_fn"
+        )
+    if isinstance(source, ItemDataSet):
+        if source.collate_fn is not None:
+            raise ConfigError("collate_fn given twice: to the ItemDataSet and to the DataLoader")
+        source = source.dataset
+    elif not hasattr(source, "__getitem__"):
+        raise ConfigError(
+            f"collate_fn takes the samples one by one, and a {type(source).__name__} has "
+            "get_batch but no __getitem__ (make the batch in get_batch instead)"
+        )
+    return ItemDataSet(source, collate_fn)
+
+
 def _is_out_of_memory(e: BaseException) -> bool:
     if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True
@@ -57,7 +78,8 @@ class DataLoader:
     """Batches of a dataset, epoch by epoch.
 
     ``dataset``: a :class:`BatchDataSet`, a map-style dataset (any ``torch.utils.data.Dataset``,
-    whose samples are tuples of fields, single fields or dicts: their keys name the fields),
+    whose samples are tuples of fields, single fields or dicts: their keys name the fields;
+    ``collate_fn(samples)`` makes each batch from its list of samples instead, as in torch),
     a tuple of tensors (fields by position), a dict of tensors (fields by name, ``{"x": x, "y":
     y}``: ``batch["x"]``, and ``batch[0]`` in insertion order) or a tensor. A ``list`` is a
     dataset of samples, one item per sample. ``batch_size`` (> 0) is per device. ``seed`` fixes
@@ -68,9 +90,12 @@ class DataLoader:
     how many samples each epoch skips. ``names`` names the fields (``batch["image"]``); a dict's
     keys, or a dataset that declares ``field_names`` (the built-in MNIST, CIFAR-10 and
     Shakespeare sets do), name them by default.
-    ``prefetch`` fixes the streaming depth (else it is sized from free memory at each epoch);
-    ``streaming=True`` never goes resident; ``vram_max_usage`` is the share of *total* VRAM the
-    loader may plan to fill.
+    ``prefetch`` fixes the streaming depth (else it is sized from free memory at each epoch).
+    ``streaming``: ``True`` never goes resident, ``False`` goes resident whenever the data fits;
+    unset, tensors and a ``BatchDataSet`` go resident when they fit and a map-style dataset
+    streams (its ``__getitem__`` may transform a sample afresh at each call; give
+    ``streaming=False`` when its samples are fixed). ``vram_max_usage`` is the share of *total*
+    VRAM the loader may plan to fill.
 
     ``for batch in loader.epoch(k)`` runs epoch ``k``; ``for batch in loader`` runs epochs
     0, 1, 2 ... in turn. ``len(loader)`` is the number of batches per epoch, as in torch.
@@ -87,8 +112,9 @@ class DataLoader:
         drop_last: bool = False,
         names: Sequence[str] | None = None,
         prefetch: int | None = None,
-        streaming: bool = False,
+        streaming: bool | None = None,
         vram_max_usage: float = 0.90,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
     ) -> None:
         batch_size = check_int(batch_size, "batch_size", gt=0)
         seed = check_int(seed, "seed", ge=0)
@@ -102,11 +128,15 @@ class DataLoader:
         if self._device.type == "cuda" and not torch.cuda.is_available():
             raise ConfigError(f"device {self._device} requested but no CUDA device is available")
 
-        self._source: BatchDataSet = as_batch_dataset(dataset)
+        self._source: BatchDataSet = (
+            as_batch_dataset(dataset)
+            if collate_fn is None
+            else _collating(as_batch_dataset(dataset), collate_fn, streaming)
+        )
         self._n = len(self._source)
         if self._n == 0:
             raise DataError(f"dataset {type(dataset).__name__} is empty; expected >= 1 sample")
-        probe_idx = torch.zeros(1, dtype=torch.int64)
+        probe_idx = torch.arange(min(2, self._n))  # two samples: a mismatch shows at build
         probe = check_fields(self._source.get_batch(probe_idx), probe_idx, None)
         self._width = len(probe)
         if names is None:
@@ -121,7 +151,7 @@ class DataLoader:
                 f"{self._width} fields; give one name per field"
             )
         self._index = name_index(self._names)
-        self._per_sample_bytes = sum(t.nbytes for t in probe)
+        self._per_sample_bytes = sum(t.nbytes for t in probe) // len(probe_idx)
 
         self._batch_size = batch_size
         self._seed = seed
@@ -136,11 +166,7 @@ class DataLoader:
         self._check_batches()
         self._warn_dropped()
 
-        self._resident: ResidentData | None = None
-        if not streaming and (
-            self._already_there() or resident_fits(self.dataset_bytes, self._device, vram_max_usage)
-        ):
-            self._resident = self._go_resident(probe)
+        self._resident = None if self._streams(streaming) else self._go_resident(probe)
 
     @classmethod
     def from_batch_dataset(cls, dataset: Any) -> DataLoaderBuilder:
@@ -148,6 +174,18 @@ class DataLoader:
         from ._builder import DataLoaderBuilder
 
         return DataLoaderBuilder(dataset)
+
+    def _streams(self, streaming: bool | None) -> bool:
+        """The build-time rule (module doc): ``streaming`` as given, else a map-style dataset
+        streams (its ``__getitem__`` may draw a fresh transform); resident data must fit."""
+        if streaming is None:
+            streaming = isinstance(self._source, ItemDataSet)
+        if streaming:
+            return True
+        fits = self._already_there() or resident_fits(
+            self.dataset_bytes, self._device, self._vram_max_usage
+        )
+        return not fits
 
     def _go_resident(self, probe: tuple[Tensor, ...]) -> ResidentData | None:
         try:
