@@ -232,6 +232,20 @@ def test_record_scalar_outside_a_run_is_a_no_op() -> None:
         record_scalar("", 1.0)
 
 
+def test_a_nan_scalar_shows_in_its_epochs_mean() -> None:
+    calls = [0]
+
+    def step(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        calls[0] += 1  # one NaN in epoch 1's batches: that epoch's mean says so, as a loss would
+        record_scalar("grad_norm", math.nan if calls[0] == 20 else 1.0)
+        return fx.mse_step(model, batch)
+
+    handle = _builder(epochs=2, step=step).run()
+    handle.join(timeout=60)
+    first, second = (m.scalars["grad_norm"] for m in handle.history)
+    assert first == 1.0 and math.isnan(second)
+
+
 def test_a_model_with_tied_weights_comes_back_whole() -> None:
     """The trained state holds what ``state_dict()`` holds: a parameter under two names (tied
     embeddings) under both (``out.weight`` was missing), and no non-persistent buffer (it was

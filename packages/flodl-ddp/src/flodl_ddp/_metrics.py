@@ -42,10 +42,9 @@ class ScalarSink:
         self.counts: dict[str, int] = {}
 
     def add(self, name: str, value: float) -> None:
-        """Count a finite ``value`` under ``name`` (NaN and infinities are left out)."""
-        if math.isfinite(value):
-            self.sums[name] = self.sums.get(name, 0.0) + value
-            self.counts[name] = self.counts.get(name, 0) + 1
+        """Count ``value`` under ``name``; a NaN makes the epoch's mean NaN, as for the loss."""
+        self.sums[name] = self.sums.get(name, 0.0) + value
+        self.counts[name] = self.counts.get(name, 0) + 1
 
     def take(self) -> tuple[dict[str, float], dict[str, int]]:
         """The sums and counts so far, and start again."""
