@@ -28,6 +28,7 @@ from flodl_ddp import (
     record_scalar,
 )
 from flodl_ddp._gate import Overshoot, Pace, auto_overshoot, waiting
+from flodl_ddp._handle import state_of
 from flodl_ddp._options import check_config
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -261,6 +262,25 @@ def test_trained_state_refuses_another_architecture() -> None:
     state = TrainedState({"w": torch.zeros(2)}, {})
     with pytest.raises(DdpError, match="does not match"):
         state.load_into(nn.Linear(2, 2))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.compile imports jit
+def test_a_compiled_models_state_loads_into_the_plain_model_and_back() -> None:
+    # torch.compile's wrapper names every tensor _orig_mod.*; a TrainedState uses plain names.
+    def body() -> nn.Module:
+        return nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+
+    inner = body()
+    compiled = nn.ModuleDict({"body": torch.compile(inner)})  # type: ignore[dict-item]
+    state = state_of(compiled)
+    assert sorted(state.params) == ["body.0.bias", "body.0.weight", "body.1.bias", "body.1.weight"]
+    assert "body.1.running_mean" in state.buffers
+    plain = nn.ModuleDict({"body": body()})
+    state.load_into(plain)
+    assert torch.equal(plain["body"][0].weight, inner[0].weight)
+    again = nn.ModuleDict({"body": torch.compile(body())})  # type: ignore[dict-item]
+    state_of(plain).load_into(again)
+    assert torch.equal(again.state_dict()["body._orig_mod.0.bias"], inner[0].bias)
 
 
 @pytest.mark.parametrize(

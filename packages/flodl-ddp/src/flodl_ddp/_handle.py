@@ -17,6 +17,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from flodl_core import plain_name
+
 from ._errors import DdpError
 from ._metrics import EpochMetrics, Progress, close_ranks, publish
 
@@ -27,39 +29,41 @@ _END = object()
 
 @dataclass
 class TrainedState:
-    """The trained model: parameters and buffers by ``state_dict`` name, as CPU tensors (the
-    replicas agree after the last averaging; with ``easgd_alpha``: its consensus)."""
+    """The trained model: parameters and buffers by plain ``state_dict`` name, as CPU tensors
+    (the replicas agree after the last averaging; with ``easgd_alpha``: its consensus)."""
 
     params: dict[str, Tensor]
     buffers: dict[str, Tensor]
 
     def state_dict(self) -> dict[str, Tensor]:
-        """Parameters and buffers in one dict, for ``model.load_state_dict``."""
+        """Parameters and buffers in one dict, for a plain model's ``load_state_dict``."""
         return {**self.params, **self.buffers}
 
     def load_into(self, model: nn.Module) -> None:
-        """Copy the state into ``model`` (same architecture), or refuse it before copying any."""
-        state, own = self.state_dict(), model.state_dict()
+        """Copy the state into ``model`` (same architecture, compiled or not: names are plain,
+        see :func:`~flodl_core.plain_name`), or refuse it before copying any."""
+        state = self.state_dict()
+        own = {plain_name(k): (k, t) for k, t in model.state_dict().items()}
         missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-        shapes = [k for k in own if k in state and state[k].shape != own[k].shape]
+        shapes = [k for k, (_, t) in own.items() if k in state and state[k].shape != t.shape]
         if missing or unexpected or shapes:
             raise DdpError(
                 f"TrainedState does not match {type(model).__name__}: missing {missing}, "
                 f"unexpected {unexpected}, other shapes {shapes}; nothing was loaded"
             )
-        model.load_state_dict(state)
+        model.load_state_dict({own[k][0]: t for k, t in state.items()})
 
 
 def state_of(model: nn.Module, consensus: Sequence[Tensor] | None = None) -> TrainedState:
-    """``model.state_dict()`` as CPU copies, parameters apart: a tied tensor under each of its
-    names, no non-persistent buffer. ``consensus``: one tensor per ``model.parameters()`` to
-    report in their place (EASGD's)."""
+    """``model.state_dict()`` as CPU copies by plain name, parameters apart: a tied tensor under
+    each of its names, no non-persistent buffer. ``consensus``: one tensor per
+    ``model.parameters()`` to report in their place (EASGD's)."""
     swap = dict(zip(map(id, model.parameters()), consensus, strict=True)) if consensus else {}
     names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
     out: tuple[dict[str, Tensor], dict[str, Tensor]] = ({}, {})  # parameters, buffers
     for k, t in model.state_dict(keep_vars=True).items():
         if isinstance(t, Tensor):  # not a module's extra state
-            out[k not in names][k] = swap.get(id(t), t).detach().to("cpu", copy=True)
+            out[k not in names][plain_name(k)] = swap.get(id(t), t).detach().to("cpu", copy=True)
     return TrainedState(*out)
 
 

@@ -137,7 +137,7 @@ class RankEngine(EngineState):
         s = self.spec
         unused = s.find_unused_parameters
         ddp, hook = wrap_sync(self.model, self.device, s.mode.backend, s.bf16_wire, None, unused)
-        ddp.register_forward_pre_hook(self._saw_forward)
+        ddp.register_forward_pre_hook(lambda *_: setattr(self, "_ddp_forward", True))
         return ddp, hook
 
     def _make_optimizer(self, optim_factory: Callable[..., Any]) -> torch.optim.Optimizer:
@@ -260,9 +260,6 @@ class RankEngine(EngineState):
         self.optimizer.zero_grad(set_to_none=True)
         self.ledger.add_loss(loss)
         self._stepped = True
-
-    def _saw_forward(self, module: nn.Module, args: Any) -> None:
-        self._ddp_forward = True
 
     def _run_batch(self, batch: Any) -> Iterator[Any]:
         self.ctx.beacon.batch()

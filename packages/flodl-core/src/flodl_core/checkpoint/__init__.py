@@ -15,6 +15,7 @@ from ._load import load_checkpoint as load_checkpoint
 from ._migrate import MigrateReport as MigrateReport
 from ._migrate import migrate_checkpoint as migrate_checkpoint
 from ._migrate_optim import migrate_optim_state_file as migrate_optim_state_file
+from ._module import plain_name as plain_name
 from ._save import save_checkpoint as save_checkpoint
 from ._save import write_checkpoint as write_checkpoint
 from ._snapshot import ModelSnapshot as ModelSnapshot
@@ -37,6 +38,7 @@ __all__ = [
     "load_state_file",
     "migrate_checkpoint",
     "migrate_optim_state_file",
+    "plain_name",
     "read_checkpoint_metadata",
     "read_state_file",
     "save_checkpoint",
