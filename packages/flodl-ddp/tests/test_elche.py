@@ -467,7 +467,7 @@ def test_state_dict_round_trip() -> None:
         ({"world_size": 2, "max_batch_diff": -1}, "max_batch_diff must be an int >= 0"),
         ({"world_size": 2, "speed_hint": (2, 2.0)}, "slow_rank 2 is out of range"),
         ({"world_size": 2, "speed_hint": (0, 0.0)}, "speed_hint ratio must be"),
-        ({"world_size": 2, "speed_hint": 2.0}, "speed_hint must be a"),
+        ({"world_size": 2, "speed_hint": 2.0}, r"speed_hint must be \(slow_rank, ratio\)"),
         ({"world_size": 2, "partition_ratios": [1.0]}, "1 entries for world_size 2"),
         ({"world_size": 2, "partition_ratios": [1.0, -1]}, r"partition_ratios\[1\]"),
     ],

@@ -28,7 +28,7 @@ from flodl_ddp import (
     record_scalar,
 )
 from flodl_ddp._gate import Overshoot, Pace, auto_overshoot, waiting
-from flodl_ddp._handle import state_of
+from flodl_ddp._handle import DdpHandle, state_of
 from flodl_ddp._options import check_config
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -225,6 +225,35 @@ def test_metrics_fn_errors_do_not_stop_training(caplog: pytest.LogCaptureFixture
     state = _builder().metrics_fn(bad).run().join(timeout=60)
     assert state.params
     assert "metrics_fn raised" in caplog.text
+
+
+@pytest.mark.parametrize("mode", ["cpu-sync", "cpu-cadence"])
+def test_stop_after_epoch_ends_the_run_with_its_state(mode: str) -> None:
+    handle: Any = None
+
+    def stop_at_one(m: EpochMetrics) -> None:
+        if m.epoch == 1:  # epoch 2 is in progress when the ranks next look
+            handle.stop(after_epoch=True)
+
+    handle = _builder(epochs=6).mode(mode).metrics_fn(stop_at_one).run()
+    state = handle.join(timeout=60)
+    assert [m.epoch for m in handle.history] == [0, 1, 2]
+    model = fx.make_model()
+    state.load_into(model)
+    assert fx.mean_eval(model) < fx.mean_eval(fx.make_model())  # it trained
+
+
+def test_stop_after_epoch_asked_before_the_rank_starts_ends_after_the_first() -> None:
+    handle = _builder(epochs=4).run()
+    handle.stop(after_epoch=True)
+    assert handle.join(timeout=60).params and [m.epoch for m in handle.history] == [0]
+
+
+def test_an_elastic_run_cannot_stop_after_an_epoch() -> None:
+    handle = DdpHandle(2, ["cpu", "cpu"])
+    handle._attach(object())  # a supervisor and no way to reach the ranks: an elastic run's
+    with pytest.raises(DdpError, match="an elastic run cannot stop after an epoch"):
+        handle.stop(after_epoch=True)
 
 
 def test_record_scalar_outside_a_run_is_a_no_op() -> None:

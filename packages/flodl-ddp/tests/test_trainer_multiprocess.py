@@ -336,6 +336,29 @@ def test_failing_rank_is_reported_and_torn_down() -> None:
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("flodl-ddp")]
 
 
+def test_stop_after_epoch_ends_every_rank_at_one_epoch_with_the_state() -> None:
+    fx = _fixtures()
+    x, y = fx.make_data(1024)
+    handle = (
+        Trainer.builder(fx.make_model, fx.make_sgd, fx.mse_step)
+        .dataset((x, y))
+        .batch_size(16)
+        .num_epochs(60)
+        .devices(["cpu", "cpu"])
+        .mode("cpu-cadence")
+        .run()
+    )
+    first = handle.next_metrics(timeout=60)
+    handle.stop(after_epoch=True)  # the ranks learn it through their store
+    state = handle.join(timeout=60)
+    epochs = [m.epoch for m in handle.history]
+    assert first is not None and epochs == list(range(len(epochs))) and len(epochs) < 60
+    model = fx.make_model()
+    state.load_into(model)
+    assert fx.mean_eval(model) < fx.mean_eval(fx.make_model())
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("flodl-ddp")]
+
+
 # ---- every mode, resume, mismatch: torchrun-style ranks ----------------------------------------
 
 

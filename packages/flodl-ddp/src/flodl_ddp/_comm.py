@@ -108,8 +108,9 @@ class SoloComm(Comm):
         return [payload]
 
     def counter(self, key: str, add: int) -> int:
-        self._local[key] = self._local.get(key, 0) + add
-        return self._local[key]
+        if add:  # a read never writes: another thread may add (stop(after_epoch=True))
+            self._local[key] = self._local.get(key, 0) + add
+        return self._local.get(key, 0)
 
     def drop_counter(self, key: str) -> None:
         self._local.pop(key, None)

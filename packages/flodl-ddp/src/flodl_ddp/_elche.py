@@ -34,6 +34,7 @@ from typing import Any
 from flodl_core import CheckpointError, ConfigError, check_finite, check_int
 
 from ._errors import check_state_keys
+from ._options import check_option, check_ratios, check_speed_hint
 from ._payoff import EpochCost, SitOut, epoch_cost
 from ._worklist import cut_to
 
@@ -129,8 +130,7 @@ class ElChe:
             raise ConfigError(f"min_anchor={lo} exceeds anchor={anchor}; lower min_anchor")
         target = check_finite(overhead_target, "overhead_target", gt=0.0)
         self.overhead_target = min(max(target, OVERHEAD_TARGET_RANGE[0]), OVERHEAD_TARGET_RANGE[1])
-        mbd = max_batch_diff
-        self.max_batch_diff = None if mbd is None else check_int(mbd, "max_batch_diff", ge=0)
+        self.max_batch_diff = check_option("max_batch_diff", max_batch_diff)
         self.relax_up = bool(relax_up)
         self._anchor, self._members = anchor, list(range(world_size))
         self._benched: list[int] = []
@@ -153,26 +153,18 @@ class ElChe:
         self, hint: tuple[int, float] | None, ratios: Sequence[float] | None
     ) -> tuple[float | None, list[float] | None, int | None]:
         """The cold start's hint ratio, partition ratios and anchor rank (module doc)."""
-        n = self.world_size
-        shares, anchor_rank = None, None
+        n, shares, anchor_rank = self.world_size, None, None
         if ratios is not None:
-            if len(ratios) != n:
-                raise ConfigError(
-                    f"partition_ratios has {len(ratios)} entries for world_size {n}; "
-                    "give one ratio per rank"
-                )
-            shares = [
-                check_finite(r, f"partition_ratios[{i}]", gt=0.0) for i, r in enumerate(ratios)
-            ]
+            shares = list(check_ratios(ratios))
+            if len(shares) != n:
+                raise ConfigError(f"partition_ratios has {len(shares)} entries for world_size {n}")
             anchor_rank = min(range(n), key=lambda i: (shares[i], i))
         if hint is None:
             return None, shares, anchor_rank
-        if not isinstance(hint, tuple) or len(hint) != 2:
-            raise ConfigError(f"speed_hint must be a (slow_rank, ratio) tuple, got {hint!r}")
-        slow = check_int(hint[0], "speed_hint slow_rank", ge=0)
+        slow, ratio = check_speed_hint(hint)
         if slow >= n:
             raise ConfigError(f"speed_hint slow_rank {slow} is out of range for world_size {n}")
-        return check_finite(hint[1], "speed_hint ratio", gt=0.0), shares, slow
+        return ratio, shares, slow
 
     @property
     def counts(self) -> list[int]:

@@ -31,18 +31,16 @@ class ElCheConfig:
         return f"ElCheConfig({', '.join(f'{k}={v}' for k, v in self._options.items())})"
 
     @classmethod
-    def default(cls) -> ElCheConfig:
-        """``nccl-cadence``: the slow rank anchors, the fast ranks fill the window."""
-        return cls("nccl-cadence")
-
-    @classmethod
     def nccl_sync(cls) -> ElCheConfig:
         """Per-batch gradient all-reduce on the devices (the classic baseline)."""
         return cls("nccl-sync")
 
     @classmethod
     def nccl_cadence(cls) -> ElCheConfig:
+        """``nccl-cadence``: the slow rank anchors, the fast ranks fill the window."""
         return cls("nccl-cadence")
+
+    default = nccl_cadence  # the default mode
 
     @classmethod
     def nccl_async(cls) -> ElCheConfig:

@@ -94,6 +94,7 @@ class DdpHandle:
         self._monitor, self._dashboard = monitor, save_dashboard
         self._supervisor: Any = None
         self._keep: Any = None  # what must live as long as a spawned run (its store)
+        self._ask_stop: Callable[[], Any] | None = None  # asks the ranks to stop after an epoch
         self.events: list[dict[str, Any]] = []
         """Elastic runs: what happened to the ranks, in order (see :class:`ElasticHandle`)."""
         self.fingerprints: dict[int, list[float]] = {}
@@ -101,14 +102,14 @@ class DdpHandle:
         """Progress reports within epochs, in order (``reports_per_epoch``)."""
         self._queue: queue.Queue[Any] = queue.Queue()
         self._history: list[EpochMetrics] = []
-        self._done, self._ended = threading.Event(), False
+        self._done, self._ended, self._stop_asked = threading.Event(), False, False
         self._state: TrainedState | None = None
         self._error: BaseException | None = None
         self._timeline: Any = None  # the merged Timeline, when asked for
 
-    def _attach(self, supervisor: Any, keep: Any = None) -> None:
-        """The supervisor of a spawned run (and what must live as long as the run)."""
-        self._supervisor, self._keep = supervisor, keep
+    def _attach(self, supervisor: Any, keep: Any = None, ask_stop: Any = None) -> None:
+        """A spawned run's supervisor, what must live as long as the run, how to stop it."""
+        self._supervisor, self._keep, self._ask_stop = supervisor, keep, ask_stop
 
     def _push_progress(self, p: Progress) -> None:
         self.reports.append(p)
@@ -196,9 +197,16 @@ class DdpHandle:
         assert self._state is not None
         return self._state
 
-    def stop(self) -> None:
-        """Tear the run down now (every rank is terminated); :meth:`join` then raises."""
-        if self._supervisor is not None and not self._done.is_set():
+    def stop(self, after_epoch: bool = False) -> None:
+        """Tear the run down now (its ranks are killed, :meth:`join` raises); ``after_epoch``:
+        end it after the epoch in progress, on every rank (:meth:`join` returns the state)."""
+        if after_epoch and self._ask_stop is None and self._supervisor is not None:
+            raise DdpError("an elastic run cannot stop after an epoch; stop() ends it now")
+        if after_epoch:
+            self._stop_asked = True  # an in-process rank without its channel yet asks on start
+            if self._ask_stop is not None:
+                self._ask_stop()
+        elif self._supervisor is not None and not self._done.is_set():
             self._supervisor.stop()
 
     def rank_pid(self, rank: int) -> int | None:

@@ -177,7 +177,7 @@ def _launch_spawn(payload: RankPayload, watchers: dict[str, Any]) -> DdpHandle:
     limits = (t, min(10.0, t / 2), t)
     key = secrets.token_hex(16)
     sup = Supervisor(handle, payload, rank_process, limits, port=store.port, key=key)
-    handle._attach(sup, keep=store)
+    handle._attach(sup, store, lambda: store.add(f"{key}/ctl/stop", 1))  # the ranks' comm key
     sup.start()
     return handle
 
@@ -193,15 +193,9 @@ def _launch_in_process(
     device = torch.device(payload.devices[env["local_rank"] % len(payload.devices) if env else 0])
     handle = DdpHandle(world, [str(device)], **(watchers if rank == 0 else {}))
 
-    def send(msg: Any) -> None:
-        if getattr(msg, "metrics", None) is not None:
-            handle._push_metrics(msg.metrics)
-        elif getattr(msg, "progress", None) is not None:
-            handle._push_progress(msg.progress)
-
     def run() -> None:
         try:
-            handle._finish(*_train_here(payload, env, device, send))
+            handle._finish(*_train_here(payload, env, device, handle))
         except BaseException as e:
             err = e
             if not (isinstance(e, DdpError) and e.rank is not None):
@@ -216,9 +210,16 @@ def _launch_in_process(
 
 
 def _train_here(
-    payload: RankPayload, env: dict[str, Any] | None, device: torch.device, send: Any
+    payload: RankPayload, env: dict[str, Any] | None, device: torch.device, handle: DdpHandle
 ) -> tuple[TrainedState, Any]:
     spec, created = payload.spec, False
+
+    def send(msg: Any) -> None:
+        if getattr(msg, "metrics", None) is not None:
+            handle._push_metrics(msg.metrics)
+        elif getattr(msg, "progress", None) is not None:
+            handle._push_progress(msg.progress)
+
     rank, world = (env["rank"], env["world_size"]) if env else (0, 1)
     try:
         if env is not None:
@@ -232,6 +233,9 @@ def _train_here(
             if spec.threads_per_rank is not None:  # this is the caller's process: only when asked
                 torch.set_num_threads(spec.threads_per_rank)
             comm, reducer = SoloComm(), lambda _a: LocalReducer()
+        handle._ask_stop = ask = lambda: comm.counter("stop", 1)  # store and dict: thread-safe
+        if handle._stop_asked:
+            ask()
         engine, timeline = train_rank(
             payload, rank_context(rank, world, device, comm, reducer), send, every_epoch=True
         )

@@ -135,7 +135,7 @@ class EpochTally:
             for name, v in got.get("sums", {}).items():
                 mine["sums"][name] = mine["sums"].get(name, 0.0) + v
                 mine["counts"][name] = mine["counts"].get(name, 0) + got["counts"][name]
-            mine.update({k: got[k] for k in ("wall", "peak_memory") if k in got})
+            mine.update({k: got[k] for k in ("wall", "peak_memory", "stop") if k in got})
             if got.get("eval") is not None:
                 self.eval = got["eval"]
 

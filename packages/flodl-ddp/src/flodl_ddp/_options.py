@@ -89,13 +89,13 @@ def check_slowdown(v: Any) -> dict[int, float]:
     }
 
 
-def _speed_hint(v: Any) -> tuple[int, float]:
+def check_speed_hint(v: Any) -> tuple[int, float]:  # (slow_rank, ratio >= 1)
     if not isinstance(v, (tuple, list)) or len(v) != 2:
         raise ConfigError(f"speed_hint must be (slow_rank, ratio), got {v!r}")
     return check_int(v[0], "speed_hint rank", ge=0), check_finite(v[1], "speed_hint ratio", ge=1)
 
 
-def _ratios(v: Any) -> tuple[float, ...]:
+def check_ratios(v: Any) -> tuple[float, ...]:  # one share > 0 per rank
     if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) or not v:
         raise ConfigError(f"partition_ratios must be a non-empty list of numbers, got {v!r}")
     return tuple(check_finite(r, f"partition_ratios[{i}]", gt=0) for i, r in enumerate(v))
@@ -126,8 +126,8 @@ RULES: dict[str, Rule] = {
     "max_anchor": _int("max_anchor", 1),
     "overhead_target": _number("overhead_target", ge=0.01, le=0.50),
     "max_batch_diff": _optional(_int("max_batch_diff", 0)),
-    "speed_hint": _optional(_speed_hint),
-    "partition_ratios": _optional(_ratios),
+    "speed_hint": _optional(check_speed_hint),
+    "partition_ratios": _optional(check_ratios),
     "max_grad_norm": _optional(_number("max_grad_norm", gt=0.0)),
     "max_overshoot": _optional(_int("max_overshoot", 0)),
     "divergence_threshold": _number("divergence_threshold", gt=0.0),

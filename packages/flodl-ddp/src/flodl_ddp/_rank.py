@@ -99,7 +99,7 @@ class RankEngine(EngineState):
         self._epoch_calls = self._reported = 0  # pool keys per epoch call; progress reports
         self.left: str | None = None  # why this rank can train no more (it left an epoch)
         self.metrics: list[EpochMetrics] = []
-        self.leads_epoch = False  # whether this rank reports the epoch that just ended
+        self.leads_epoch = self.stopping = False  # reports the last epoch; asked to stop there
         self.on_event: Callable[[str, Any], None] | None = None
         if spec.resume:
             load_checkpoint_into(self, spec.resume)
@@ -108,11 +108,6 @@ class RankEngine(EngineState):
         warm_up(self.device, self.model)
         if self.world > 1 and not self.elastic:  # or ElChe's first timings carry the ranks'
             self.comm.barrier("start")  # skew in building the optimizer (lazy torch imports)
-
-    @property
-    def start_epoch(self) -> int:
-        """The first epoch to run (after ``resume``, the one after the checkpoint)."""
-        return self.next_epoch
 
     def _make_recorders(self) -> None:
         """The timeline (with utilization samples), the scalar sink, this rank's ledger and the
@@ -474,6 +469,7 @@ class RankEngine(EngineState):
         """A rank's last numbers of an epoch: wall time, peak memory, and on the evaluator the
         evaluation (before the exchange, where the others wait anyway)."""
         out: dict[str, Any] = {"wall": now() - t_epoch, "peak_memory": peak_memory(self.device)}
+        out["stop"] = self.comm.counter("stop", 0) if self.comm.has_counters else 0
         if self.spec.eval_fn is not None and self.rank == self.evaluator(members):
             out["eval"] = run_eval(self.model, self.spec.eval_fn)
         return out
@@ -489,6 +485,7 @@ class RankEngine(EngineState):
                 self.rounds.tell_benched(r)
         anchor, counts = (None, None) if sync else (self.elche.anchor, self.elche.counts)
         m = combine_ranks(epoch, t, self.spec.batch_size, self._lr(), anchor, counts)
+        self.stopping = any(r.get("stop") for r in t.ranks)  # asked of any rank: all agree
         self.metrics.append(m)
         self.ledger.mark(epoch_end=epoch, loss=m.avg_loss)
         self.next_epoch, self.cursor, self._reported = epoch + 1, 0, 0

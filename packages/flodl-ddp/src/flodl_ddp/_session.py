@@ -100,7 +100,7 @@ class DdpSession:
     @property
     def start_epoch(self) -> int:
         """The first epoch to run (after ``resume``, the one after the checkpoint)."""
-        return self._engine.start_epoch
+        return self._engine.next_epoch
 
     @property
     def metrics(self) -> list[EpochMetrics]:

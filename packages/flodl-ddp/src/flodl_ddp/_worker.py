@@ -115,7 +115,7 @@ def train_rank(
     if created is not None:
         created(engine)  # may hear the engine's events itself
     try:
-        while engine.next_epoch < spec.num_epochs:
+        while engine.next_epoch < spec.num_epochs and not engine.stopping:
             for batch in engine.epoch(engine.next_epoch):
                 engine.step(payload.train_step(engine.forward_model, batch))
             if engine.leads_epoch or (every_epoch and engine.metrics):

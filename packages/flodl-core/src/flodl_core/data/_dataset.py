@@ -255,7 +255,7 @@ def _stack_field(values: list[Any], pos: int | str) -> Tensor:
         return torch.tensor(values, dtype=torch.float64)
     raise DataError(
         f"sample field {pos!r} is a {type(first).__name__}; expected a Tensor, a numpy array or "
-        "a number (give the loader a BatchDataSet for other kinds of samples)"
+        "a number (make the batch yourself with DataLoader(..., collate_fn=fn), as in torch)"
     )
 
 
