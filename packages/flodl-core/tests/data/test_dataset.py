@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
-from flodl_core import ConfigError, DataError, ShapeError
+from flodl_core import ConfigError, DataError, DataLoader, ShapeError
 from flodl_core.data import (
     BatchDataSet,
     DataSet,
@@ -272,7 +272,11 @@ def test_dict_of_tensors_is_named_fields_in_insertion_order() -> None:
             r"\(shape \(3,\)\) but field 'x' has 4 \(shape \(4, 2\)\)",
         ),
         ({"x": torch.zeros(4), "y": [0, 1, 2, 3]}, DataError, r"field 'y' is a list; .* Tensor"),
-        ({"x": torch.zeros(4), "y": np.zeros(4)}, DataError, r"field 'y' is a ndarray"),
+        (
+            {"x": torch.zeros(4), "y": np.array(["a", "b", "c", "d"])},
+            DataError,
+            r"field 'y' is a numpy array of <U1, which has no tensor dtype",
+        ),
         ({"x": torch.tensor(1.0)}, ShapeError, r"field 'x' is a 0-d tensor"),
         ({0: torch.zeros(4)}, DataError, r"dict key 0 is not a field name"),
         ({"": torch.zeros(4)}, DataError, r"dict key '' is not a field name"),
@@ -290,3 +294,26 @@ def test_tensor_dataset_names_must_match_the_fields() -> None:
         TensorDataSet(torch.zeros(2), names="x")
     with pytest.raises(DataError, match="field name 3 is not a non-empty string"):
         TensorDataSet(torch.zeros(2), names=[3])  # type: ignore[list-item]
+
+
+def test_numpy_arrays_are_fields_that_share_their_memory() -> None:
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    y = np.arange(8)
+    frozen = np.arange(8.0)
+    frozen.flags.writeable = False  # np.load(..., mmap_mode="r") gives such arrays
+    reversed_rows = x[::-1]  # negative strides: copied, as torch takes none
+    cases: list[tuple[Any, np.ndarray]] = [
+        ((x, y), x),
+        ({"x": x, "y": y}, x),
+        (x, x),
+        ((frozen,), frozen),
+        ((reversed_rows,), reversed_rows),
+    ]
+    for data, first_field in cases:
+        loader = DataLoader(data, batch_size=4, shuffle=False)
+        assert loader.is_resident
+        first = next(iter(loader.epoch(0)))[0]
+        assert torch.equal(first, torch.tensor(first_field[:4].copy()))
+    ds = TensorDataSet(x, y)
+    x[0, 0] = 100.0  # shared, not copied
+    assert ds.tensors[0][0, 0] == 100.0 and ds.tensors[1].dtype == torch.int64

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -97,19 +98,38 @@ def as_indices(indices: Any, n: int, what: str = "get_batch") -> Tensor:
     return t
 
 
+def from_array(value: Any, what: str) -> Any:
+    """A numpy array as a tensor sharing its memory (a read-only one too: the loader never
+    writes to its fields); anything else as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    if value.dtype.kind not in "biufc":
+        raise DataError(
+            f"{what} is a numpy array of {value.dtype}, which has no tensor dtype; give numbers "
+            "(encode text or objects first, or read them in a BatchDataSet / collate_fn)"
+        )
+    if any(step < 0 for step in value.strides):  # a reversed view: torch takes no such strides
+        value = np.ascontiguousarray(value)
+    with warnings.catch_warnings():  # torch warns that a read-only array is not writable
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(value)
+
+
 class TensorDataSet:
     """A :class:`BatchDataSet` over in-memory tensors that share their first dimension.
 
-    ``TensorDataSet(images, labels)`` with ``images: (N, ...)`` and ``labels: (N, ...)``. A loader
+    ``TensorDataSet(images, labels)`` with ``images: (N, ...)`` and ``labels: (N, ...)``, tensors
+    or numpy arrays (used as tensors that share their memory). A loader
     targeting the tensors' own device uses them in place, without a copy. ``get_batch`` takes a
     1-D int tensor, a list of ints or a numpy int array of positions. ``names`` (one non-empty
     string per tensor) become :attr:`field_names`, the loader's default batch names;
     :meth:`from_dict` builds the set from ``{"x": x, "y": y}``.
     """
 
-    def __init__(self, *tensors: Tensor, names: Sequence[str] | None = None) -> None:
+    def __init__(self, *tensors: Tensor | np.ndarray, names: Sequence[str] | None = None) -> None:
         if not tensors:
             raise DataError("TensorDataSet needs at least one tensor")
+        tensors = tuple(from_array(t, f"TensorDataSet field {i}") for i, t in enumerate(tensors))
         for i, t in enumerate(tensors):
             if not isinstance(t, Tensor):
                 raise DataError(
@@ -139,7 +159,7 @@ class TensorDataSet:
         """
         if not fields:
             raise DataError("a dict of fields needs at least one entry, e.g. {'x': x, 'y': y}")
-        items = list(fields.items())
+        items = [(k, from_array(v, f"field {k!r}")) for k, v in fields.items()]
         for key, value in items:
             if not isinstance(key, str) or not key:
                 raise DataError(
@@ -368,15 +388,16 @@ class ItemDataSet:
 def as_batch_dataset(data: Any) -> BatchDataSet:
     """Any supported dataset as a :class:`BatchDataSet`.
 
-    Accepted: a :class:`BatchDataSet`; a tuple of tensors or a single tensor (wrapped in a
-    :class:`TensorDataSet`); a dict (any ``Mapping``) of named tensors, ``{"x": x, "y": y}``
-    (see :meth:`TensorDataSet.from_dict`); ``torch.utils.data.TensorDataset`` (its tensors, no
-    copy); any map-style dataset with ``__len__`` and ``__getitem__`` (samples stacked per batch).
+    Accepted: a :class:`BatchDataSet`; a tuple of tensors or a single tensor, numpy arrays too
+    (wrapped in a :class:`TensorDataSet`, arrays shared without a copy); a dict (any
+    ``Mapping``) of named tensors, ``{"x": x, "y": y}`` (see :meth:`TensorDataSet.from_dict`);
+    ``torch.utils.data.TensorDataset`` (its tensors, no copy); any map-style dataset with
+    ``__len__`` and ``__getitem__`` (samples stacked per batch).
     A ``list`` is a map-style dataset of samples, not a tuple of fields.
     """
     if isinstance(data, BatchDataSet):
         return data
-    if isinstance(data, Tensor):
+    if isinstance(data, (Tensor, np.ndarray)):
         return TensorDataSet(data)
     if isinstance(data, tuple):
         return TensorDataSet(*data)

@@ -81,7 +81,8 @@ class DataLoader:
     whose samples are tuples of fields, single fields or dicts: their keys name the fields;
     ``collate_fn(samples)`` makes each batch from its list of samples instead, as in torch),
     a tuple of tensors (fields by position), a dict of tensors (fields by name, ``{"x": x, "y":
-    y}``: ``batch["x"]``, and ``batch[0]`` in insertion order) or a tensor. A ``list`` is a
+    y}``: ``batch["x"]``, and ``batch[0]`` in insertion order) or a tensor; numpy arrays for
+    tensors. A ``list`` is a
     dataset of samples, one item per sample. ``batch_size`` (> 0) is per device. ``seed`` fixes
     every epoch's order: epoch ``k`` is drawn from ``seed + k``. ``drop_last`` defaults to
     ``False`` as in ``torch.utils.data.DataLoader``: every sample is seen, the last batch may be
