@@ -317,3 +317,18 @@ def test_numpy_arrays_are_fields_that_share_their_memory() -> None:
     ds = TensorDataSet(x, y)
     x[0, 0] = 100.0  # shared, not copied
     assert ds.tensors[0][0, 0] == 100.0 and ds.tensors[1].dtype == torch.int64
+
+
+def test_random_split_parts_of_tensors_are_tensor_fields() -> None:
+    x, y = torch.randn(50, 3), torch.arange(50)
+    train, val = torch.utils.data.random_split(
+        TensorDataset(x, y), [40, 10], generator=torch.Generator().manual_seed(0)
+    )
+    nested = torch.utils.data.Subset(val, [9, 0])
+    for part in (train, val, nested):
+        loader = DataLoader(part, batch_size=4, shuffle=False)
+        assert loader.is_resident and loader.num_samples == len(part)
+        got = torch.cat([b[1] for b in loader.epoch(0)])
+        assert got.tolist() == [int(part[i][1]) for i in range(len(part))]
+    named = torch.utils.data.Subset(TensorDataSet(x, y, names=["x", "y"]), [3, 1])
+    assert DataLoader(named, batch_size=2).names == ("x", "y")

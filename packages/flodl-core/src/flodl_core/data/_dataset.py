@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import TensorDataset
+from torch.utils.data import Subset, TensorDataset
 
 from .._errors import ConfigError, DataError, ShapeError
 from ._gather import RowGather
@@ -391,7 +391,8 @@ def as_batch_dataset(data: Any) -> BatchDataSet:
     Accepted: a :class:`BatchDataSet`; a tuple of tensors or a single tensor, numpy arrays too
     (wrapped in a :class:`TensorDataSet`, arrays shared without a copy); a dict (any
     ``Mapping``) of named tensors, ``{"x": x, "y": y}`` (see :meth:`TensorDataSet.from_dict`);
-    ``torch.utils.data.TensorDataset`` (its tensors, no copy); any map-style dataset with
+    ``torch.utils.data.TensorDataset`` (its tensors, no copy) and a ``Subset`` of one, as
+    ``random_split`` makes (its rows, copied once); any map-style dataset with
     ``__len__`` and ``__getitem__`` (samples stacked per batch).
     A ``list`` is a map-style dataset of samples, not a tuple of fields.
     """
@@ -405,6 +406,11 @@ def as_batch_dataset(data: Any) -> BatchDataSet:
         return TensorDataSet.from_dict(data)
     if isinstance(data, TensorDataset):
         return TensorDataSet(*data.tensors)
+    if isinstance(data, Subset) and isinstance(
+        base := as_batch_dataset(data.dataset), TensorDataSet
+    ):
+        rows = torch.as_tensor(list(data.indices), dtype=torch.int64)  # random_split's parts
+        return TensorDataSet(*base.get_batch(rows), names=base.field_names)
     if hasattr(data, "__len__") and hasattr(data, "__getitem__"):
         return ItemDataSet(data)
     raise ConfigError(
