@@ -119,11 +119,11 @@ class TensorDataSet:
     """A :class:`BatchDataSet` over in-memory tensors that share their first dimension.
 
     ``TensorDataSet(images, labels)`` with ``images: (N, ...)`` and ``labels: (N, ...)``, tensors
-    or numpy arrays (used as tensors that share their memory). A loader
-    targeting the tensors' own device uses them in place, without a copy. ``get_batch`` takes a
-    1-D int tensor, a list of ints or a numpy int array of positions. ``names`` (one non-empty
-    string per tensor) become :attr:`field_names`, the loader's default batch names;
-    :meth:`from_dict` builds the set from ``{"x": x, "y": y}``.
+    or numpy arrays (taken as tensors that share their memory). A loader targeting the tensors'
+    own device uses them in place, without a copy. ``get_batch`` takes a 1-D int tensor, a list
+    of ints or a numpy int array of positions. ``names`` (one non-empty string per tensor) become
+    :attr:`field_names`, the loader's default batch names; :meth:`from_dict` builds the set from
+    ``{"x": x, "y": y}``.
     """
 
     def __init__(self, *tensors: Tensor | np.ndarray, names: Sequence[str] | None = None) -> None:

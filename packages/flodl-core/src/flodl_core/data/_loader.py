@@ -81,16 +81,15 @@ class DataLoader:
     whose samples are tuples of fields, single fields or dicts: their keys name the fields;
     ``collate_fn(samples)`` makes each batch from its list of samples instead, as in torch),
     a tuple of tensors (fields by position), a dict of tensors (fields by name, ``{"x": x, "y":
-    y}``: ``batch["x"]``, and ``batch[0]`` in insertion order) or a tensor; numpy arrays for
-    tensors. A ``list`` is a
-    dataset of samples, one item per sample. ``batch_size`` (> 0) is per device. ``seed`` fixes
-    every epoch's order: epoch ``k`` is drawn from ``seed + k``. ``drop_last`` defaults to
-    ``False`` as in ``torch.utils.data.DataLoader``: every sample is seen, the last batch may be
-    short. With ``drop_last=True`` a short last batch is left out (useful in training with
-    BatchNorm, where a batch of one sample fails) and a warning on the ``flodl.data`` logger says
-    how many samples each epoch skips. ``names`` names the fields (``batch["image"]``); a dict's
-    keys, or a dataset that declares ``field_names`` (the built-in MNIST, CIFAR-10 and
-    Shakespeare sets do), name them by default.
+    y}``: ``batch["x"]``, and ``batch[0]`` in insertion order) or a tensor, numpy arrays taken
+    for tensors. A ``list`` is a dataset of samples, one item per sample. ``batch_size`` (> 0) is
+    per device. ``seed`` fixes every epoch's order: epoch ``k`` is drawn from ``seed + k``.
+    ``drop_last`` defaults to ``False`` as in ``torch.utils.data.DataLoader``: every sample is
+    seen, the last batch may be short. With ``drop_last=True`` a short last batch is left out
+    (useful in training with BatchNorm, where a batch of one sample fails) and a warning on the
+    ``flodl.data`` logger says how many samples each epoch skips. ``names`` names the fields
+    (``batch["image"]``); a dict's keys, or a dataset that declares ``field_names`` (the built-in
+    MNIST, CIFAR-10 and Shakespeare sets do), name them by default.
     ``prefetch`` fixes the streaming depth (else it is sized from free memory at each epoch).
     ``streaming``: ``True`` never goes resident, ``False`` goes resident whenever the data fits;
     unset, tensors and a ``BatchDataSet`` go resident when they fit and a map-style dataset
