@@ -312,19 +312,18 @@ def test_summary_line_printed(
 # ---- rank failure ------------------------------------------------------------------------------
 
 
-def test_failing_rank_is_reported_and_torn_down() -> None:
+def _two_cadence_ranks(step: Callable[..., Any], epochs: int) -> Any:
+    """A spawned cpu-cadence run of 2 ranks over 1024 rows, batch 16: its handle."""
     fx = _fixtures()
     x, y = fx.make_data(1024)
+    builder = Trainer.builder(fx.make_model, fx.make_sgd, step).dataset((x, y)).batch_size(16)
+    return builder.num_epochs(epochs).devices(["cpu", "cpu"]).mode("cpu-cadence").run()
+
+
+def test_failing_rank_is_reported_and_torn_down() -> None:
+    fx = _fixtures()
     t = time.perf_counter()
-    handle = (
-        Trainer.builder(fx.make_model, fx.make_sgd, fx.failing_step)
-        .dataset((x, y))
-        .batch_size(16)
-        .num_epochs(3)
-        .devices(["cpu", "cpu"])
-        .mode("cpu-cadence")
-        .run()
-    )
+    handle = _two_cadence_ranks(fx.failing_step, epochs=3)
     with pytest.raises(DdpError) as info:
         handle.join(timeout=30)
     err = info.value
@@ -338,16 +337,7 @@ def test_failing_rank_is_reported_and_torn_down() -> None:
 
 def test_stop_after_epoch_ends_every_rank_at_one_epoch_with_the_state() -> None:
     fx = _fixtures()
-    x, y = fx.make_data(1024)
-    handle = (
-        Trainer.builder(fx.make_model, fx.make_sgd, fx.mse_step)
-        .dataset((x, y))
-        .batch_size(16)
-        .num_epochs(60)
-        .devices(["cpu", "cpu"])
-        .mode("cpu-cadence")
-        .run()
-    )
+    handle = _two_cadence_ranks(fx.mse_step, epochs=60)
     first = handle.next_metrics(timeout=60)
     handle.stop(after_epoch=True)  # the ranks learn it through their store
     state = handle.join(timeout=60)
