@@ -13,6 +13,7 @@ HERE = Path(__file__).resolve().parent
 SMOKE = {
     "checkpoint.py": ["--width", "64", "--layers", "2", "--rounds", "2"],
     "data_loader.py": ["--samples", "2000", "--rounds", "1", "--workers", "1"],
+    "data_workers.py": ["--samples", "64", "--rounds", "1", "--workers", "2"],
     "hf_sentence.py": ["--sentences", "20", "--batch-size", "8"],
 }
 

@@ -45,7 +45,8 @@ def test_builder_collate_fn_and_resident_map_style_data() -> None:
         seqs = torch.nn.utils.rnn.pad_sequence([s for s, _ in batch], batch_first=True)
         return seqs, torch.tensor([i for _, i in batch])
 
-    built = DataLoader.from_batch_dataset(samples).batch_size(4).collate_fn(pad).build()
+    builder = DataLoader.from_batch_dataset(samples).batch_size(4).collate_fn(pad).num_workers(2)
+    built = builder.build()
     direct = DataLoader(samples, batch_size=4, collate_fn=pad)
     assert not built.is_resident and list(built.epoch(2)) == list(direct.epoch(2))
     fixed = [(torch.full((2,), float(i)), i) for i in range(12)]

@@ -143,3 +143,69 @@ def test_depth_zero_errors_surface_directly() -> None:
     it = loader(Counting(fail_at=2), depth=0).epoch(0)
     with pytest.raises(ValueError, match="disk read 2 failed"):
         next(it)
+
+
+# ---- num_workers: reader threads ----------------------------------------------------------------
+
+
+class Jittery(torch.utils.data.Dataset):
+    """Samples whose reads take uneven times, so the workers finish out of order."""
+
+    def __len__(self) -> int:
+        return 48
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep(0.002 * ((i * 7) % 5))
+        return torch.full((2,), float(i)), i
+
+
+def _workers_alive() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("flodl-data-worker")]
+
+
+@pytest.mark.parametrize("depth", [0, 3])
+def test_worker_threads_keep_the_epoch_order(depth: int) -> None:
+    one = DataLoader(Jittery(), batch_size=4, seed=5, prefetch=depth)
+    many = DataLoader(Jittery(), batch_size=4, seed=5, prefetch=depth, num_workers=3)
+    assert [b[1].tolist() for b in many.epoch(2)] == [b[1].tolist() for b in one.epoch(2)]
+    assert not _workers_alive()
+
+
+def test_worker_threads_read_batches_side_by_side() -> None:
+    barrier, armed = threading.Barrier(2, timeout=10), threading.Event()
+
+    class Meeting(Jittery):
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+            if armed.is_set() and i in (0, 4):  # batches 0 and 1 wait for each other
+                barrier.wait()
+            return torch.zeros(2), i
+
+    loader = DataLoader(Meeting(), batch_size=4, shuffle=False, num_workers=2)
+    armed.set()  # after the loader read its two samples at build
+    assert len(list(loader.epoch(0))) == 12  # one reader alone would break the barrier
+
+
+class FailsAt16(Jittery):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        if i == 16:
+            raise OSError("sample 16 is unreadable")
+        return super().__getitem__(i)
+
+
+def test_a_worker_error_arrives_at_its_batch_and_stops_the_workers() -> None:
+    it = DataLoader(FailsAt16(), batch_size=4, shuffle=False, num_workers=3).epoch(0)
+    seen = []
+    with pytest.raises(OSError, match="sample 16 is unreadable"):
+        for batch in it:
+            seen.append(batch[1].tolist())
+    assert seen == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15]]
+    wait_dead(it.thread)
+    assert not _workers_alive()
+
+
+def test_closing_early_stops_the_workers() -> None:
+    it = DataLoader(Jittery(), batch_size=4, num_workers=3).epoch(0)
+    next(it)
+    it.close()
+    wait_dead(it.thread)
+    assert not _workers_alive()

@@ -61,6 +61,11 @@ class DataLoaderBuilder:
         self._options["streaming"] = bool(on)
         return self
 
+    def num_workers(self, n: int) -> DataLoaderBuilder:
+        """Read streamed batches with ``n`` threads side by side (see :class:`DataLoader`)."""
+        self._options["num_workers"] = n
+        return self
+
     def collate_fn(self, fn: Callable[[list[Any]], Any]) -> DataLoaderBuilder:
         """Make each batch from its list of samples with ``fn``, as torch's ``collate_fn``."""
         self._options["collate_fn"] = fn

@@ -95,7 +95,10 @@ class DataLoader:
     unset, tensors and a ``BatchDataSet`` go resident when they fit and a map-style dataset
     streams (its ``__getitem__`` may transform a sample afresh at each call; give
     ``streaming=False`` when its samples are fixed). ``vram_max_usage`` is the share of *total*
-    VRAM the loader may plan to fill.
+    VRAM the loader may plan to fill. ``num_workers``: threads that read streamed batches side by
+    side, in epoch order (``0``: the one background thread). Threads, not torch's processes:
+    they run in parallel where the reading releases the GIL (file reads, image decoding, numpy,
+    torch ops), not through pure-Python work.
 
     ``for batch in loader.epoch(k)`` runs epoch ``k``; ``for batch in loader`` runs epochs
     0, 1, 2 ... in turn. ``len(loader)`` is the number of batches per epoch, as in torch.
@@ -115,8 +118,10 @@ class DataLoader:
         streaming: bool | None = None,
         vram_max_usage: float = 0.90,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        num_workers: int = 0,
     ) -> None:
         batch_size = check_int(batch_size, "batch_size", gt=0)
+        self._workers = check_int(num_workers, "num_workers", ge=0, note="threads; 0 for one")
         seed = check_int(seed, "seed", ge=0)
         if prefetch is not None:
             prefetch = check_int(prefetch, "prefetch", ge=0, note="or None for auto")
@@ -391,6 +396,7 @@ class DataLoader:
             self.prefetch_depth,
             self._make_batch,
             self._stream,
+            self._workers,
         )
         self._active = weakref.ref(it)
         return it

@@ -2,17 +2,23 @@
 
 The producer thread calls ``get_batch`` and, on CUDA, pins the result and copies it to the device
 on its own stream (``non_blocking``), recording an event the consumer's stream waits on. A bounded
-queue (the prefetch depth) keeps it at most that many batches ahead. Stopping early (``break``,
-``close()``, the iterator being dropped) stops the thread; an error in ``get_batch`` is raised in
-the consumer, at the batch where it happened.
+queue (the prefetch depth) keeps it at most that many batches ahead. With ``workers > 1`` the
+producer hands whole batches to that many threads and queues them in epoch order (reads that
+release the GIL, as file reads, image decoding and numpy do, then run side by side). Stopping
+early (``break``, ``close()``, the iterator being dropped) stops the threads; an error in
+``get_batch`` is raised in the consumer, at the batch where it happened.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import queue
 import threading
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -78,18 +84,46 @@ def _produce(
     stream: torch.cuda.Stream | None,
     q: queue.Queue[object],
     stop: threading.Event,
+    workers: int = 1,
 ) -> None:
     # A module-level function holding no reference to the iterator, so a dropped iterator can be
     # collected (its finalizer then stops this thread).
     try:
-        for idx in chunks:
-            if stop.is_set():
-                return
-            if not _put(q, _fetch(source, idx, width, device, stream), stop):
-                return
+        batches = _fetched(source, chunks, width, device, stream, workers, stop)
+        with contextlib.closing(batches):  # a stop shuts the workers down before this thread ends
+            for item in batches:
+                if stop.is_set() or not _put(q, item, stop):
+                    return
         _put(q, _End(), stop)
     except BaseException as e:  # re-raised in the consumer
         _put(q, _Failure(e), stop)
+
+
+def _fetched(
+    source: BatchDataSet,
+    chunks: Sequence[Tensor],
+    width: int,
+    device: torch.device,
+    stream: torch.cuda.Stream | None,
+    workers: int,
+    stop: threading.Event,
+) -> Iterator[_Item]:
+    """The epoch's batches in order, read by ``workers`` threads (at most that many in flight)."""
+    if workers <= 1:
+        yield from (_fetch(source, idx, width, device, stream) for idx in chunks)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="flodl-data-worker")
+    todo, pending = iter(chunks), deque[Future[_Item]]()
+    try:
+        for idx in itertools.islice(todo, workers):
+            pending.append(pool.submit(_fetch, source, idx, width, device, stream))
+        while pending and not stop.is_set():
+            done = pending.popleft().result()  # in epoch order; an error is raised here
+            if (idx := next(todo, None)) is not None:
+                pending.append(pool.submit(_fetch, source, idx, width, device, stream))
+            yield done
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # no reader outlives its epoch
 
 
 def _shutdown(stop: threading.Event, q: queue.Queue[object], thread: threading.Thread) -> None:
@@ -107,7 +141,8 @@ def _shutdown(stop: threading.Event, q: queue.Queue[object], thread: threading.T
 class StreamingEpoch(Iterator[Batch]):
     """One epoch of streamed batches. Iterate it; ``close()`` (or ``with``) stops it early.
 
-    ``depth`` is the prefetch depth; ``0`` loads each batch in the consumer when asked for.
+    ``depth`` is the prefetch depth; ``0`` loads each batch in the consumer when asked for (with
+    one worker). ``workers``: threads reading batches side by side (module doc).
     """
 
     def __init__(
@@ -119,21 +154,22 @@ class StreamingEpoch(Iterator[Batch]):
         depth: int,
         make_batch: Callable[[tuple[Tensor, ...]], Batch],
         stream: torch.cuda.Stream | None = None,
+        workers: int = 1,
     ) -> None:
         self._make = make_batch
         self._device = device
         self._done = False
         self._thread: threading.Thread | None = None
-        if depth == 0:
+        if depth == 0 and workers <= 1:
             self._sync: Iterator[Tensor] | None = iter(chunks)
             self._fetch = lambda idx: _fetch(source, idx, width, device, stream)
             return
         self._sync = None
-        self._q: queue.Queue[object] = queue.Queue(maxsize=depth)
+        self._q: queue.Queue[object] = queue.Queue(maxsize=max(depth, 1))
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=_produce,
-            args=(source, chunks, width, device, stream, self._q, self._stop),
+            args=(source, chunks, width, device, stream, self._q, self._stop, workers),
             name="flodl-data-prefetch",
             daemon=True,
         )
