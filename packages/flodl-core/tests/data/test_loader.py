@@ -331,9 +331,11 @@ def test_cuda_budget_too_small_streams() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_streamed_batches_are_safe_to_compute_on() -> None:
+@pytest.mark.parametrize("workers", [0, 3])
+def test_cuda_streamed_batches_are_safe_to_compute_on(workers: int) -> None:
     x, y = tensors(512)
-    loader = DataLoader(Items(x, y), batch_size=32, device="cuda", streaming=True, prefetch=4)
+    opts = dict(device="cuda", streaming=True, prefetch=4, num_workers=workers)
+    loader = DataLoader(Items(x, y), batch_size=32, **opts)
     sums = [float(b[0].sum()) for b in loader.epoch(0)]
     ref = [float(b[0].sum()) for b in DataLoader(Items(x, y), batch_size=32).epoch(0)]
     assert sums == pytest.approx(ref, rel=1e-5, abs=1e-4)
