@@ -17,14 +17,14 @@ Usage: ``python benchmarks/data_workers.py [--samples 1024] [--wait-ms 0.5] [--w
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
+from data_loader import consume, median_epochs  # this folder: the same timing rules
 from torch.utils.data import DataLoader as TorchLoader
 from torch.utils.data import Dataset
 
@@ -56,24 +56,6 @@ class NpyFiles(Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return torch.from_numpy(np.load(self.folder / f"{i}.npy")), i
-
-
-def consume(batches: Iterable[object]) -> int:
-    return sum(1 for _ in batches)
-
-
-def median_epochs(contenders: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
-    """Median seconds per contender over interleaved rounds (rotating order), after a warm-up."""
-    for fn in contenders.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    names = list(contenders)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            t0 = time.perf_counter()
-            contenders[name]()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def contenders(ds: Dataset, workers: int) -> dict[str, Callable[[], int]]:
