@@ -110,7 +110,10 @@ def _fetched(
 ) -> Iterator[_Item]:
     """The epoch's batches in order, read by ``workers`` threads (at most that many in flight)."""
     if workers <= 1:
-        yield from (_fetch(source, idx, width, device, stream) for idx in chunks)
+        for idx in chunks:
+            if stop.is_set():  # checked before each read: a stop reads nothing more
+                return
+            yield _fetch(source, idx, width, device, stream)
         return
     pool = ThreadPoolExecutor(workers, thread_name_prefix="flodl-data-worker")
     todo, pending = iter(chunks), deque[Future[_Item]]()
