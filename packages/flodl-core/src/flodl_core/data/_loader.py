@@ -46,8 +46,9 @@ def _declared_names(dataset: Any, width: int) -> tuple[str, ...] | None:
     return None
 
 
-def _collating(source: BatchDataSet, collate_fn: Any, streaming: bool | None) -> ItemDataSet:
-    """``source``'s samples, read one by one and made into batches by ``collate_fn``."""
+def _collating(dataset: Any, collate_fn: Any, streaming: bool | None) -> ItemDataSet:
+    """``dataset``'s samples, read one by one and made into batches by ``collate_fn``."""
+    source = as_batch_dataset(dataset)
     if streaming is False:
         raise ConfigError(
             "collate_fn makes each batch as it is drawn (padding to the batch's longest sample, "
@@ -136,7 +137,7 @@ class DataLoader:
         self._source: BatchDataSet = (
             as_batch_dataset(dataset)
             if collate_fn is None
-            else _collating(as_batch_dataset(dataset), collate_fn, streaming)
+            else _collating(dataset, collate_fn, streaming)
         )
         self._n = len(self._source)
         if self._n == 0:
