@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
+from flodl_ddp import _slowdown
 from flodl_ddp._slowdown import Slowdown
 
 
@@ -40,21 +42,36 @@ def test_small_batches_are_owed_then_paid_in_one_piece() -> None:
     assert time.perf_counter() - w0 >= 0.036
 
 
-def test_a_batch_slower_than_the_reference_owes_only_the_rest() -> None:
+class _StillClock:
+    """``time`` for the slowdown module with a clock that stands at 0: a batch that "started" at
+    ``-d`` took exactly ``d`` (a real clock's jitter makes a batch a few µs longer than the
+    reference, and it then owes a few µs less than the reference)."""
+
+    @staticmethod
+    def perf_counter() -> float:
+        return 0.0
+
+    sleep = staticmethod(time.sleep)
+
+
+def test_a_batch_slower_than_the_reference_owes_only_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Waking from a pause makes the next batches slower; the clock still reads factor x the
     reference (the lower quartile of recent batches), not factor x the slowed batch."""
+    monkeypatch.setattr(_slowdown, "time", _StillClock)
     s = Slowdown(2.0, torch.device("cpu"), pay_every_s=10.0)  # never pays: read the debt
     for _ in range(8):
-        s.after_batch(time.perf_counter() - 0.010)
+        s.after_batch(-0.010)
     assert 0.010 <= s.reference() < 0.0105
     owed = s.owed
     assert 0.080 <= owed < 0.082  # eight 10 ms batches owe 10 ms each
-    s.after_batch(time.perf_counter() - 0.015)  # a slowed batch: 2 x 10 - 15 = 5 ms
+    s.after_batch(-0.015)  # a slowed batch: 2 x 10 - 15 = 5 ms
     assert 0.0045 <= s.owed - owed < 0.0055
     owed = s.owed
-    s.after_batch(time.perf_counter() - 0.030)  # longer than 2 x reference: owes nothing
+    s.after_batch(-0.030)  # longer than 2 x reference: owes nothing
     assert s.owed == owed
-    s.after_batch(time.perf_counter() - 0.004)  # shorter than the reference: owes its own time
+    s.after_batch(-0.004)  # shorter than the reference: owes its own time
     assert 0.004 <= s.owed - owed < 0.0045
 
 
