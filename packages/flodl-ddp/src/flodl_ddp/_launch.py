@@ -233,8 +233,9 @@ def _train_here(
             if spec.threads_per_rank is not None:  # this is the caller's process: only when asked
                 torch.set_num_threads(spec.threads_per_rank)
             comm, reducer = SoloComm(), lambda _a: LocalReducer()
-        handle._ask_stop = lambda: comm.counter("stop", 1)  # store and dict: thread-safe
-        comm.counter("stop", int(handle._stop_asked))  # asked before this rank had its channel
+        handle._ask_stop = ask = lambda: comm.counter("stop", 1)  # store and dict: thread-safe
+        if handle._stop_asked:
+            ask()
         engine, timeline = train_rank(
             payload, rank_context(rank, world, device, comm, reducer), send, every_epoch=True
         )

@@ -3,9 +3,9 @@
 Each spawned rank shares its batch count and phase (:class:`Beacon`). A rank that dies exits; one
 stopped (SIGSTOP) or hung does not, so the :class:`Watchdog` judges every living rank dead when it
 is **stopped** (state ``T`` in ``/proc/<pid>/stat``) for ``stop_s``, **computing** without
-finishing a batch for ``hang_s`` (``wait_s`` in a process's first batch: lazy initialisation),
-or in **any other phase** unchanged for ``wait_s`` (a rank waiting for a slow peer is not hung).
-A dead rank goes to ``kill(rank, why, seconds)``: an elastic run kills it; a static run fails.
+finishing a batch for ``hang_s``, or in **any other phase** unchanged for ``wait_s`` (longer: a
+rank waiting for a slow peer is not hung). A dead rank goes to ``kill(rank, why, seconds)``: an
+elastic run kills it (the survivors carry on); a static run fails, naming it.
 """
 
 from __future__ import annotations
@@ -63,14 +63,14 @@ class Watchdog:
         self.hang_s, self.stop_s, self.wait_s = float(hang_s), float(stop_s), float(wait_s)
         n = len(progress)
         self._seen = [(-1, -1)] * n  # (progress, phase) last time it changed
-        self._since, self._first = [clock()] * n, [0] * n  # progress at each generation's start
+        self._since = [clock()] * n
         self._stopped_since: list[float | None] = [None] * n
         self.verdicts: list[tuple[int, str, float]] = []
 
     def reset(self, rank: int) -> None:
         """Forget rank ``rank``'s history (it was restarted)."""
         self._seen[rank], self._since[rank] = (-1, -1), self.clock()
-        self._stopped_since[rank], self._first[rank] = None, int(self.progress[rank])
+        self._stopped_since[rank] = None
 
     def check(self, alive: Callable[[int], bool], stopped: Callable[[int], bool]) -> list[int]:
         """Look at every living rank once (``stopped(r)``: whether the kernel has rank ``r``'s
@@ -98,8 +98,7 @@ class Watchdog:
             self._seen[r], self._since[r] = state, now
             return None
         stalled = now - self._since[r]
-        hang = self.hang_s if state[0] > self._first[r] + 1 else self.wait_s  # 1st batch: lazy init
-        if state[1] == COMPUTING and stalled >= hang:
+        if state[1] == COMPUTING and stalled >= self.hang_s:
             return f"finished no batch for {stalled:.1f} s while computing", stalled
         if state[1] in (STARTING, WAITING) and stalled >= self.wait_s:
             return f"made no progress for {stalled:.1f} s", stalled
