@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from flodl_ddp import DdpError, admit
-from flodl_ddp._admission import TOKEN_ENV, admit_rank, new_token, token_from_env
+from flodl_ddp._admission import TOKEN_ENV, admit_rank, token_from_env
 
 WORKER = Path(__file__).with_name("cluster_admission_worker.py")
 
@@ -69,8 +70,7 @@ def _run(tokens: list[str], store: Any = None, timeout_s: float = 5.0) -> list[A
 
 
 def test_same_token_admits_everyone_and_never_stores_the_token() -> None:
-    token = new_token()
-    assert len(token) == 64 and token != new_token()
+    token = secrets.token_hex(32)  # as `fdl @cluster` makes one
     store = MemoryStore()
     assert _run([token] * 3, store) == ["ok", "ok", "ok"]
     assert not any(token.encode() in v for v in store.log)
@@ -160,8 +160,8 @@ def test_three_gloo_ranks_one_with_a_wrong_token() -> None:
     store = dist.TCPStore(
         "127.0.0.1", 0, None, True, timeout=timedelta(seconds=30), wait_for_workers=False
     )
-    token = new_token()
-    tokens = [token, token, new_token()]
+    token = secrets.token_hex(32)
+    tokens = [token, token, secrets.token_hex(32)]
     env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
     env["OMP_NUM_THREADS"] = "1"
     procs = [

@@ -11,6 +11,7 @@ import pickle
 import secrets
 import socket
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -26,6 +27,7 @@ import torch
 from torch import nn
 
 from flodl_core import CheckpointError, ConfigError
+from flodl_core.checkpoint import read_state_file
 from flodl_ddp import Trainer
 from flodl_ddp._elastic import (
     ElasticOptions,
@@ -39,12 +41,12 @@ from flodl_ddp._elastic_transport import (
     NONCE_HEADER,
     SIGNATURE_HEADER,
     StateTransport,
-    decode_state,
     encode_state,
     request_signature,
     size_bound,
 )
-from flodl_ddp._watchdog import Watchdog
+from flodl_ddp._ft import Outlived, TorchftQuorum
+from flodl_ddp._watchdog import STARTING, Watchdog
 
 try:
     import torchft  # noqa: F401
@@ -261,13 +263,12 @@ def test_watchdog_judges_each_stall_once_and_forgets_restarted_ranks() -> None:
     assert dog.check(lambda r: True, running) == [0]
     clock.t = 1.5
     assert dog.check(lambda r: True, running) == []  # the kill is under way
-    dog.reset(0)
+    dog.reset(0)  # before the new process runs: the dead one's "computing" must not count
+    assert phase[0] == STARTING
     clock.t = 2.0
-    progress[0] = 0
-    phase[0] = 0  # a restarted rank starting up
     assert dog.check(lambda r: True, running) == []
-    clock.t = 30.0
-    assert dog.check(lambda r: True, running) == []  # starting, within wait_s
+    clock.t = 30.0  # the new process is still importing torch: starting, within wait_s
+    assert dog.check(lambda r: True, running) == []
     assert killed == [0]
 
 
@@ -292,6 +293,41 @@ def test_watchdog_finds_a_stopped_rank_in_any_phase_and_a_wait_that_never_ends()
     clock.t = 20.0  # rank 0 has waited, unchanged, for wait_s
     assert dog.check(lambda r: r == 0, lambda r: False) == [0]
     assert "no progress for 20.0 s" in verdicts[1][1]
+
+
+class _FakeManager:
+    def __init__(self, step: int) -> None:
+        self.step, self.quorums = step, 0
+
+    def start_quorum(self) -> None:
+        self.quorums += 1
+
+    def current_step(self) -> int:
+        return self.step
+
+
+class _FakeComm:
+    rank = 2
+
+    def __init__(self, members: list[int]) -> None:
+        self.members = members
+
+    def exchange_bytes(self, tag: str, payload: bytes) -> list[bytes]:
+        return [payload if r in self.members else b"" for r in range(3)]
+
+
+def test_a_restarted_rank_alone_with_nobody_to_heal_from_leaves() -> None:
+    """The others finished (or died) while it started: alone at step 0, it would train the
+    initial weights from epoch 0, a second run whose result could overwrite the first's."""
+    with pytest.raises(Outlived, match="nothing to heal from"):
+        TorchftQuorum(_FakeManager(0), _FakeComm([2]), restarted=True).begin()
+    healed = TorchftQuorum(_FakeManager(40), _FakeComm([2]), restarted=True)  # step 40: healed
+    assert healed.begin() == (2,)
+    joined = TorchftQuorum(_FakeManager(0), _FakeComm([0, 2]), restarted=True)  # all restarted
+    assert joined.begin() == (0, 2)
+    joined.comm.members = [2]  # later windows alone are a normal shrink, not a late start
+    assert joined.begin() == (2,) and joined.manager.quorums == 2
+    assert TorchftQuorum(_FakeManager(0), _FakeComm([2])).begin() == (2,)  # first generation
 
 
 def test_process_stopped_reads_the_kernel(tmp_path: Path) -> None:
@@ -332,6 +368,13 @@ def _state() -> dict:
         },
         "torchft": {"step": 7, "batches_committed": 21},
     }
+
+
+def decode_state(blob: bytes) -> Any:
+    """What a receiver makes of ``blob`` (the transport streams it to a file, then reads it)."""
+    with tempfile.TemporaryDirectory(prefix="flodl-heal-") as d:
+        (path := Path(d) / "state").write_bytes(blob)
+        return read_state_file(path)[1]
 
 
 def test_state_blob_round_trips_without_pickle() -> None:

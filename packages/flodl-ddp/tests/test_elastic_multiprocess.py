@@ -221,7 +221,9 @@ def test_survivors_take_over_a_killed_ranks_share(runs: Any) -> None:
     disturbed, _ = runs["handles"]
     history = disturbed.history
     killed = history[runs["killed_in_epoch"]]
-    assert 0 < killed.per_rank[2].batches < killed.per_rank[0].batches  # died mid-epoch
+    # died mid-epoch: what it trained there counts up to its last committed window (none, on a
+    # loaded machine, when the ten batches it was seen start all fell in the window it died in)
+    assert killed.per_rank[2].batches < killed.per_rank[0].batches
     shares = [r.batches for r in history[runs["solo_epoch"]].per_rank]
     assert shares[2] == 0 and shares[0] > 0 and shares[1] > 0, shares
 

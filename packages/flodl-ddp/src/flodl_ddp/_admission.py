@@ -30,11 +30,6 @@ def token_from_env() -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
-def new_token() -> str:
-    """A fresh per-run token: 32 random bytes as 64 hex digits."""
-    return secrets.token_hex(32)
-
-
 def _mac(token: str, role: str, nonce: str, rank: int, world: int, salt: str) -> str:
     msg = f"{role}|{nonce}|{rank}|{world}|{salt}".encode()
     return hmac.new(token.encode(), msg, hashlib.sha256).hexdigest()

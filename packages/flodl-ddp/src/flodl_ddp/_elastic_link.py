@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ._ft import FtComm, FtReducer, TorchftQuorum, connect
+from ._ft import FtComm, FtReducer, Outlived, TorchftQuorum, connect
 from ._messages import Counts, Done, Healed, Listening, Report, RolledBack
 from ._rank import RankEngine
 from ._watchdog import FINISHED, Beacon
@@ -86,9 +86,13 @@ def _run(gen: int, payload: RankPayload, link: SpawnLink, device: Any, beacon: B
     comm, reducer = FtComm(ft.manager, rank, world), FtReducer(ft.manager, rank)
     # hosts and devices given: exchanging them would need a quorum first
     kw = {"t0": link.t0, "beacon": beacon, "hosts": [socket.gethostname()] * world}
-    kw |= {"membership": TorchftQuorum(ft.manager, comm), "devices": list(payload.devices)}
+    kw |= {"membership": TorchftQuorum(ft.manager, comm, gen > 0), "devices": list(payload.devices)}
     ctx = rank_context(rank, world, device, comm, lambda _a: reducer, **kw)
-    engine, _ = train_rank(payload, ctx, put, created=created)
+    try:
+        engine, _ = train_rank(payload, ctx, put, created=created)
+    except Outlived as e:  # exit code 0: nothing to deliver, nothing went wrong
+        logging.getLogger("flodl.ddp").warning("elastic: rank %d leaves: %s", rank, e)
+        return
     beacon.set(FINISHED)
     if engine.leads_epoch:  # first in the last window's quorum: exactly one rank writes
         deliver(link, rank, gen, engine, None)

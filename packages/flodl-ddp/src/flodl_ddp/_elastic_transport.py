@@ -50,13 +50,6 @@ def encode_state(state: Any) -> bytes:
         return path.read_bytes()
 
 
-def decode_state(blob: bytes) -> Any:
-    """The inverse of :func:`encode_state`; raises ``CheckpointError`` on a malformed blob."""
-    with tempfile.TemporaryDirectory(prefix="flodl-heal-") as d:
-        (path := Path(d) / "state").write_bytes(blob)
-        return read_state_file(path)[1]
-
-
 def request_signature(token: str, step: int, nonce: str) -> str:
     """A request's signature: hex HMAC-SHA256 of ``state/<step>/<nonce>``, keyed by ``token``."""
     msg = f"state/{int(step)}/{nonce}".encode()

@@ -28,6 +28,10 @@ class WindowVoid(DdpError):
     """A collective of the current window failed (a peer died): the window does not count."""
 
 
+class Outlived(DdpError):
+    """A restarted rank found nobody to heal from: the others finished (or died) meanwhile."""
+
+
 def _all_reduce(manager: Any, t: Tensor, rank: int, what: str) -> Tensor:
     """``t`` summed over the quorum (a rank outside it contributes zeros, torchft's rule)."""
     manager.allreduce(t, reduce_op=ReduceOp.SUM).wait()
@@ -79,19 +83,24 @@ class FtReducer(InPlace):
 
 
 class TorchftQuorum:
-    """Membership from torchft's quorum: an exchange after ``start_quorum`` names the members."""
+    """Members from torchft's quorum (an exchange after ``start_quorum``). A ``restarted`` rank
+    alone in its first quorum, healed from nobody, raises :class:`Outlived` (not a second run)."""
 
     elastic = True
 
-    def __init__(self, manager: Any, comm: FtComm) -> None:
-        self.manager, self.comm = manager, comm
+    def __init__(self, manager: Any, comm: FtComm, restarted: bool = False) -> None:
+        self.manager, self.comm, self.restarted = manager, comm, restarted
 
     def agree(self, model: nn.Module, comm: Comm, device: torch.device, backend: Backend) -> None:
         """Nothing to do: the first quorum (``init_sync``) gives everyone the first's weights."""
 
     def begin(self) -> tuple[int, ...]:
         self.manager.start_quorum()
-        return tuple(r for r, b in enumerate(self.comm.exchange_bytes("m", b"1")) if b)
+        members = tuple(r for r, b in enumerate(self.comm.exchange_bytes("m", b"1")) if b)
+        if self.restarted and members == (self.comm.rank,) and not self.manager.current_step():
+            raise Outlived("restarted after the others finished or died; nothing to heal from")
+        self.restarted = False
+        return members
 
     def commit(self) -> bool:
         return bool(self.manager.should_commit())

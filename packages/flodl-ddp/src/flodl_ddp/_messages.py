@@ -69,4 +69,3 @@ class Counts(RankMessage):  # elastic: a window committed; the leader's ElChe co
 @dataclass(frozen=True)
 class RolledBack(RankMessage):  # elastic: a window did not commit (a peer died) and was rolled back
     epoch: int = 0
-    participants: int = 0

@@ -62,14 +62,14 @@ class Watchdog:
         self.progress, self.phase, self.kill, self.clock = progress, phase, kill, clock
         self.hang_s, self.stop_s, self.wait_s = float(hang_s), float(stop_s), float(wait_s)
         n = len(progress)
-        self._seen = [(-1, -1)] * n  # (progress, phase) last time it changed
-        self._since = [clock()] * n
+        self._seen, self._since = [(-1, -1)] * n, [clock()] * n  # (progress, phase); its time
         self._stopped_since: list[float | None] = [None] * n
         self.verdicts: list[tuple[int, str, float]] = []
 
     def reset(self, rank: int) -> None:
-        """Forget rank ``rank``'s history (it was restarted)."""
-        self._seen[rank], self._since[rank] = (-1, -1), self.clock()
+        """Forget rank ``rank``'s history (it was restarted): it is starting until its new process
+        says otherwise (its imports may outlast ``hang_s``; the dead one's phase is not judged)."""
+        self._seen[rank], self._since[rank], self.phase[rank] = (-1, -1), self.clock(), STARTING
         self._stopped_since[rank] = None
 
     def check(self, alive: Callable[[int], bool], stopped: Callable[[int], bool]) -> list[int]:
