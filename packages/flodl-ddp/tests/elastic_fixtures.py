@@ -9,6 +9,7 @@ import time
 import torch
 from torch import nn
 
+from flodl_core import CheckpointError
 from flodl_ddp import record_scalar
 
 IN, HIDDEN = 4, 16
@@ -63,3 +64,28 @@ def sleepy_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tens
     slowdown hook then makes the slowed rank's batches take twice as long)."""
     time.sleep(0.008)
     return nn.functional.mse_loss(model(batch[0]), batch[1])
+
+
+FAIL_HEAL_ENV = "FLODL_TEST_ELASTIC_FAIL_HEAL"
+
+
+def _fail_first_heal(marker: str) -> None:
+    """This process's first heal past the initial sync fails, as a lost link would (and says so
+    in the file ``marker``): its window is void on this rank only, and its peers, waiting in that
+    window's collectives, must not stall until the run's timeout."""
+    from flodl_ddp._elastic_transport import StateTransport
+
+    real = StateTransport.recv_checkpoint
+
+    def recv(self, src_rank: int, metadata: str, step: int, timeout) -> object:
+        if step > 0 and not os.path.exists(marker):
+            with open(marker, "w") as f:
+                f.write(f"heal at step {step} failed\n")
+            raise CheckpointError("the test's heal failure")
+        return real(self, src_rank, metadata, step, timeout)
+
+    StateTransport.recv_checkpoint = recv
+
+
+if os.environ.get(FAIL_HEAL_ENV):  # set by the test for the ranks it starts, never for itself
+    _fail_first_heal(os.environ[FAIL_HEAL_ENV])

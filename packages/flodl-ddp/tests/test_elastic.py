@@ -296,8 +296,12 @@ def test_watchdog_finds_a_stopped_rank_in_any_phase_and_a_wait_that_never_ends()
 
 
 class _FakeManager:
-    def __init__(self, step: int) -> None:
-        self.step, self.quorums = step, 0
+    def __init__(self, step: int, commits: bool = True) -> None:
+        self.step, self.quorums, self.commits, self.aborts = step, 0, commits, 0
+        self._pg = types.SimpleNamespace(abort=lambda: setattr(self, "aborts", self.aborts + 1))
+
+    def should_commit(self) -> bool:
+        return self.commits
 
     def start_quorum(self) -> None:
         self.quorums += 1
@@ -328,6 +332,17 @@ def test_a_restarted_rank_alone_with_nobody_to_heal_from_leaves() -> None:
     joined.comm.members = [2]  # later windows alone are a normal shrink, not a late start
     assert joined.begin() == (2,) and joined.manager.quorums == 2
     assert TorchftQuorum(_FakeManager(0), _FakeComm([2])).begin() == (2,)  # first generation
+
+
+def test_a_rank_that_votes_no_drops_its_process_group() -> None:
+    """A peer may still wait in the window's collectives (this rank skipped them after an
+    error): dropping the group makes them fail now instead of at the run's timeout."""
+    manager = _FakeManager(5, commits=False)
+    assert TorchftQuorum(manager, _FakeComm([0, 2])).commit() is False
+    assert manager.aborts == 1
+    manager.commits = True
+    assert TorchftQuorum(manager, _FakeComm([0, 2])).commit() is True
+    assert manager.aborts == 1
 
 
 def test_process_stopped_reads_the_kernel(tmp_path: Path) -> None:

@@ -5,9 +5,10 @@ seeded task go side by side and serve every assertion:
 
 - ``undisturbed``: 3 ranks train to the end (the reference);
 - ``disturbed``: every socket of the run is checked to listen on loopback only; rank 2 is
-  SIGKILLed in the middle of an epoch, the other two carry on; rank 2 is restarted, heals and
-  rejoins; later rank 1 is SIGSTOPped while computing and the watchdog kills it. Each step
-  waits for the previous one to be visible (events, epochs).
+  SIGKILLed in the middle of an epoch, the other two carry on; rank 2 is restarted, its first
+  heal fails (injected: see ``elastic_fixtures``), that window is void on every rank, and the
+  next heals it; it rejoins; later rank 1 is SIGSTOPped while computing and the watchdog kills
+  it. Each step waits for the previous one to be visible (events, epochs).
 
 The sample ids travel with the data: the train step records the sum of the ids, of their squares
 and of their cubes; the committed totals of an epoch must equal those of ``0..N-1``, exactly.
@@ -147,8 +148,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
     hold = tmp_path_factory.mktemp("elastic") / "hold"
     hold.write_text("slow down")
     os.environ[fx.HOLD_ENV] = str(hold)
+    failed_heal = hold.parent / "failed-heal"  # written by the injected failure
+    os.environ[fx.FAIL_HEAL_ENV] = str(failed_heal)  # only the disturbed run's rank 2 heals
     handles: list[Any] = []
-    out: dict[str, Any] = {"fx": fx}
+    out: dict[str, Any] = {"fx": fx, "failed_heal": failed_heal}
     t0 = time.perf_counter()
     try:
         disturbed = _builder(fx, EPOCHS).run()
@@ -192,6 +195,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
         print(f"elastic timings (s): {timings}", file=sys.stderr)
     finally:
         os.environ.pop(fx.HOLD_ENV, None)
+        os.environ.pop(fx.FAIL_HEAL_ENV, None)
         with contextlib.suppress(FileNotFoundError):
             hold.unlink()
         out["leftover"] = _cleanup(handles)
@@ -232,6 +236,9 @@ def test_restarted_rank_rejoins_with_the_survivors_weights(runs: Any) -> None:
     disturbed, _ = runs["handles"]
     healed = [e for e in disturbed.events if e["event"] == "healed" and e["rank"] == 2]
     assert healed[-1]["epoch"] > runs["solo_epoch"]  # a later epoch's committed state
+    # its first heal failed; every rank voided that window and met again in the next (the
+    # survivors would otherwise wait in its collectives until the timeout, and it would fail)
+    assert runs["failed_heal"].read_text().startswith("heal at step ")
     assert disturbed.history[-1].per_rank[2].batches > 0  # and trained after rejoining
     assert disturbed.fingerprints[2] == disturbed.fingerprints[0]
     assert runs["rejoin_s"] < STEP_TIMEOUT_S

@@ -1,7 +1,7 @@
-"""Elastic runs: torchft's quorum, all-reduce and commit as the engine's strategies (membership,
-reducer, control channel). A collective that a death cut short raises :class:`WindowVoid`: the
-engine votes no at the commit and rolls the window back.
-"""
+"""Elastic runs: torchft's quorum, all-reduce and commit as the engine's strategies. A collective
+a death cut short raises :class:`WindowVoid`: the rank votes no at the commit, rolls the window
+back and drops its process group (a peer still in the window's collectives fails now, not at the
+run's timeout, and every rank meets in the next quorum)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,9 @@ class TorchftQuorum:
         return members
 
     def commit(self) -> bool:
-        return bool(self.manager.should_commit())
+        if not (ok := bool(self.manager.should_commit())):
+            self.manager._pg.abort()  # torchft's wrapper: aborts and drops it (closes its sockets)
+        return ok
 
 
 @dataclass
