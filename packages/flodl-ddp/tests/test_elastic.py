@@ -3,6 +3,7 @@ the watchdog and the no-pickle heal transport."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import math
@@ -45,7 +46,7 @@ from flodl_ddp._elastic_transport import (
     request_signature,
     size_bound,
 )
-from flodl_ddp._ft import Outlived, TorchftQuorum
+from flodl_ddp._ft import Outlived, TorchftQuorum, WindowVoid
 from flodl_ddp._watchdog import STARTING, Watchdog
 
 try:
@@ -299,6 +300,10 @@ class _FakeManager:
     def __init__(self, step: int, commits: bool = True) -> None:
         self.step, self.quorums, self.commits, self.aborts = step, 0, commits, 0
         self._pg = types.SimpleNamespace(abort=lambda: setattr(self, "aborts", self.aborts + 1))
+        self.error: Exception | None = None  # what the last quorum (its heal) failed with
+
+    def errored(self) -> Exception | None:
+        return self.error
 
     def should_commit(self) -> bool:
         return self.commits
@@ -313,10 +318,12 @@ class _FakeManager:
 class _FakeComm:
     rank = 2
 
-    def __init__(self, members: list[int]) -> None:
-        self.members = members
+    def __init__(self, members: list[int], manager: _FakeManager | None = None) -> None:
+        self.members, self.manager = members, manager
 
     def exchange_bytes(self, tag: str, payload: bytes) -> list[bytes]:
+        if self.manager is not None and self.manager.error is not None:  # as FtComm does
+            raise WindowVoid("a collective of this window failed", rank=self.rank)
         return [payload if r in self.members else b"" for r in range(3)]
 
 
@@ -332,6 +339,25 @@ def test_a_restarted_rank_alone_with_nobody_to_heal_from_leaves() -> None:
     joined.comm.members = [2]  # later windows alone are a normal shrink, not a late start
     assert joined.begin() == (2,) and joined.manager.quorums == 2
     assert TorchftQuorum(_FakeManager(0), _FakeComm([2])).begin() == (2,)  # first generation
+
+
+def test_a_restarted_rank_whose_heals_keep_failing_leaves() -> None:
+    """One failed heal voids a window (the next quorum heals it again); three in a row mean it
+    cannot join, and the others must not stop for it."""
+    manager = _FakeManager(0)
+    quorum = TorchftQuorum(manager, _FakeComm([0, 1, 2], manager), restarted=True)
+    manager.error = RuntimeError("heal state refused\ntraceback ...")
+    for _ in range(2):
+        with pytest.raises(WindowVoid):
+            quorum.begin()
+    with pytest.raises(Outlived, match=r"heals keep failing: heal state refused$"):
+        quorum.begin()
+    manager.error, quorum.tries = None, 3  # a heal that works after two failures: it stays
+    for err in (RuntimeError("lost link"), RuntimeError("lost link"), None):
+        manager.error = err
+        with contextlib.suppress(WindowVoid):
+            quorum.begin()
+    assert quorum.tries == 0 and quorum.begin() == (0, 1, 2)
 
 
 def test_a_rank_that_votes_no_drops_its_process_group() -> None:

@@ -29,7 +29,7 @@ class WindowVoid(DdpError):
 
 
 class Outlived(DdpError):
-    """A restarted rank found nobody to heal from: the others finished (or died) meanwhile."""
+    """A restarted rank cannot join: nobody is left to heal from, or its heals keep failing."""
 
 
 def _all_reduce(manager: Any, t: Tensor, rank: int, what: str) -> Tensor:
@@ -83,23 +83,27 @@ class FtReducer(InPlace):
 
 
 class TorchftQuorum:
-    """Members from torchft's quorum (an exchange after ``start_quorum``). A ``restarted`` rank
-    alone in its first quorum, healed from nobody, raises :class:`Outlived` (not a second run)."""
+    """Members from torchft's quorum (an exchange after start_quorum). A ``restarted`` rank leaves
+    (:class:`Outlived`) alone in its first quorum, healed from nobody, or after 3 failed heals."""
 
     elastic = True
 
     def __init__(self, manager: Any, comm: FtComm, restarted: bool = False) -> None:
-        self.manager, self.comm, self.restarted = manager, comm, restarted
+        self.manager, self.comm, self.tries = manager, comm, 3 * restarted  # heal tries
 
     def agree(self, model: nn.Module, comm: Comm, device: torch.device, backend: Backend) -> None:
         """Nothing to do: the first quorum (``init_sync``) gives everyone the first's weights."""
 
     def begin(self) -> tuple[int, ...]:
         self.manager.start_quorum()
+        if self.tries and (err := self.manager.errored()) is not None:
+            self.tries -= 1
+            if not self.tries:
+                raise Outlived(f"its heals keep failing: {str(err).splitlines()[0]}")
         members = tuple(r for r, b in enumerate(self.comm.exchange_bytes("m", b"1")) if b)
-        if self.restarted and members == (self.comm.rank,) and not self.manager.current_step():
+        if self.tries and members == (self.comm.rank,) and not self.manager.current_step():
             raise Outlived("restarted after the others finished or died; nothing to heal from")
-        self.restarted = False
+        self.tries = 0
         return members
 
     def commit(self) -> bool:

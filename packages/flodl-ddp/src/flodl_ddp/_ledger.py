@@ -35,10 +35,7 @@ class RankLedger:
     ``sampler``: a ``flodl_monitor.ResourceSampler`` when there is a timeline."""
 
     def __init__(self, rank: int, timeline: Any, t0: float, sampler: Any = None) -> None:
-        self.rank = rank
-        self.timeline = timeline
-        self.t0 = t0
-        self.sampler = sampler
+        self.rank, self.timeline, self.t0, self.sampler = rank, timeline, t0, sampler
         self._sampled = now()
         # the wall clock is read once: mapping each reading through a fresh time.time() let a
         # short span come out reversed when the wall clock stepped or jittered between its ends

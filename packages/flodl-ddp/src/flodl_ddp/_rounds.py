@@ -110,8 +110,7 @@ class AveragingRound:
 
     def average(self, report: WindowReport, members: Sequence[int]) -> Arrival:
         """Stage 1 (module doc): arrivals, then the weighted average of the members."""
-        t_end = now()
-        sent = self.averager.bytes_sent
+        t_end, sent = now(), self.averager.bytes_sent
         self._synchronize()
         self.averager.stage()  # with shared memory the slot is written before the arrival
         staged = now()
