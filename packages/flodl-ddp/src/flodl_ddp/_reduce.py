@@ -71,18 +71,12 @@ class GroupReducer(InPlace):
         if self.wire is None or not out.is_floating_point():
             dist.all_reduce(out, group=self.group)
             return out.numel() * out.element_size()
-        runs: list[tuple[int, int, bool]] = []  # consecutive segments of one wire kind
-        for s in segments:
-            if runs and runs[-1][2] == s.wire and runs[-1][1] == s.start:
-                runs[-1] = (runs[-1][0], s.stop, s.wire)
-            else:
-                runs.append((s.start, s.stop, s.wire))
         sent = 0
-        for start, stop, cast in runs:
-            part = out[start:stop]
-            send = part.to(self.wire) if cast else part
+        for s in segments:
+            part = out[s.start : s.stop]
+            send = part.to(self.wire) if s.wire else part
             dist.all_reduce(send, group=self.group)
-            if cast:
+            if s.wire:
                 part.copy_(send)
             sent += send.numel() * send.element_size()
         return sent
