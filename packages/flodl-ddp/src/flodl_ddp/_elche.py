@@ -35,7 +35,7 @@ from flodl_core import CheckpointError, ConfigError, check_finite, check_int
 
 from ._errors import check_state_keys
 from ._options import check_option, check_ratios, check_speed_hint
-from ._payoff import EpochCost, SitOut, epoch_cost
+from ._payoff import SitOut, epoch_cost
 from ._worklist import cut_to
 
 WINDOW = 5
@@ -65,8 +65,7 @@ class Phase(enum.IntEnum):
 
 
 def _slow_cohort(smoothed: Sequence[float | None]) -> list[int]:
-    """The ranks within ``COHORT_BAND`` of the slowest: ``ms >= (1 - COHORT_BAND) · slowest``
-    (ranks without a reading, ``None``, are left out)."""
+    """The ranks with ``ms >= (1 - COHORT_BAND) · slowest`` (those without a reading left out)."""
     band = (1 - COHORT_BAND) * max(ms for ms in smoothed if ms is not None)
     return [r for r, ms in enumerate(smoothed) if ms is not None and ms >= band]
 
@@ -77,8 +76,7 @@ def _round_half_up(x: float) -> int:
 
 
 def _plain(v: Any) -> Any:
-    """``v`` with its deques and lists (nested too) as lists, a dataclass as a dict: plain JSON
-    types."""
+    """``v`` in plain JSON types: deques and lists (nested too) as lists, a dataclass as a dict."""
     if is_dataclass(v) and not isinstance(v, type):
         return asdict(v)
     return [_plain(x) for x in v] if isinstance(v, (list, deque)) else v
@@ -339,7 +337,7 @@ class ElChe:
             if self.phase >= Phase.STABLE:  # early windows are dominated by warm-up costs
                 self._auto_tune(self._overhead, allow_growth)
                 if not cut:
-                    self._bench_if_costly(allow_growth, held)
+                    self._bench_if_costly(self._overhead, allow_growth, held)
         self._update_counts(first=self._calibrations == 1 or settling)
 
     def _active(self) -> list[int]:
@@ -351,18 +349,16 @@ class ElChe:
         active = self._active()
         return [s if r in active else None for r, s in enumerate(self._smoothed)]
 
-    def _bench_if_costly(self, allow_growth: bool, held: list[bool]) -> None:
+    def _bench_if_costly(self, overhead: float, allow_growth: bool, held: list[bool]) -> None:
         """Bench the slowest training rank when the rounds cost more than the others add and
         longer windows cannot help any more, unless it holds batches (module doc)."""
-        active = self._active()
+        active, gain = self._active(), self.gain()
         capped = self._anchor >= self.max_anchor or not allow_growth
-        if len(active) < 2 or self._overhead is None or not capped:
+        if len(active) < 2 or not capped or gain > overhead:
             return
-        gain = self.gain()
-        if gain <= self._overhead:
-            slowest = max(active, key=lambda r: (self._smoothed[r] or 0.0, r))
-            if not held[slowest]:
-                self._bench(slowest, gain, self._overhead, at_end=False)
+        slowest = max(active, key=lambda r: (self._smoothed[r] or 0.0, r))
+        if not held[slowest]:
+            self._bench(slowest, gain, overhead, at_end=False)
 
     def _bench(self, rank: int, gain: float, overhead: float, *, at_end: bool) -> None:
         self._benched.append(rank)
@@ -394,12 +390,9 @@ class ElChe:
             if out.pays(cost):
                 out.paid()
             else:
-                self._bench_at_end(cost)
-
-    def _bench_at_end(self, cost: EpochCost) -> None:
-        extra = self._sit_out.extra(cost)
-        self._bench(cost.slowest, cost.saved / cost.wall, extra / cost.wall, at_end=True)
-        self._update_counts(first=True)
+                extra = out.extra(cost)
+                self._bench(cost.slowest, cost.saved / cost.wall, extra / cost.wall, at_end=True)
+                self._update_counts(first=True)
 
     def reprobe(self) -> list[int]:
         """Each epoch's start: the benched ranks whose sit-out is over train again (this
