@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._outer import OuterAvg
+from ._outer import OuterAvg, cpu_copy
 from ._reduce import LocalReducer, Reducer, Segment
 
 
@@ -34,10 +34,6 @@ def _scaled_into(out: Tensor, src: Tensor, factor: float) -> None:
 def _norm(tensors: list[Tensor]) -> float:
     """The 2-norm of all ``tensors`` together, accumulated in float64."""
     return math.sqrt(sum(float(x) ** 2 for x in torch._foreach_norm(tensors))) if tensors else 0.0
-
-
-def _to_cpu(tensors: list[Tensor]) -> list[Tensor]:
-    return [t.detach().to("cpu", copy=True) for t in tensors]
 
 
 class Averager:
@@ -162,11 +158,11 @@ class Averager:
     def state_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rounds": self.rounds}
         if self.global_params is not None:
-            out["global"] = _to_cpu(self.global_params)
+            out["global"] = [cpu_copy(t) for t in self.global_params]
         if self.outer is not None:
             out["outer"] = self.outer.state_dict()
         if self.consensus is not None:
-            out["consensus"] = _to_cpu(self.consensus)
+            out["consensus"] = [cpu_copy(t) for t in self.consensus]
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -21,9 +21,9 @@ from flodl_core import CheckpointError, ConfigError, check_finite
 from ._errors import check_state_keys
 
 
-def _cpu(v: Any) -> Any:
+def cpu_copy(v: Any) -> Any:
     """What a state dict keeps of ``v``: a CPU copy of a tensor, anything else as it is."""
-    return v.detach().cpu().clone() if isinstance(v, Tensor) else v
+    return v.detach().to("cpu", copy=True) if isinstance(v, Tensor) else v
 
 
 class OuterOptimizer:
@@ -92,7 +92,7 @@ class _MomentumOuter(OuterOptimizer):
         return [b.to(device=t.device, dtype=t.dtype) for b, t in zip(bufs, like, strict=True)]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"momentum_buffer": None if self._buf is None else [_cpu(b) for b in self._buf]}
+        return {"momentum_buffer": None if self._buf is None else [cpu_copy(b) for b in self._buf]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_state_keys(type(self).__name__, state, ["momentum_buffer"])
@@ -202,7 +202,7 @@ class TorchOuter(OuterOptimizer):
         if self._optimizer is None:
             return dict(self._pending or {})
         state = self._optimizer.state_dict()
-        moments = {k: {n: _cpu(v) for n, v in s.items()} for k, s in state["state"].items()}
+        moments = {k: {n: cpu_copy(v) for n, v in s.items()} for k, s in state["state"].items()}
         return {"state": moments, "param_groups": state["param_groups"]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
