@@ -158,11 +158,9 @@ def resolve_exposure(opts: ElasticOptions, env: dict[str, str] | None = None) ->
             )
         return Exposure(address, iface, trusted=not is_loopback(address))
     gloo, master = env.get("GLOO_SOCKET_IFNAME"), env.get("MASTER_ADDR")
-    reasons = [
-        *([f"host={opts.host!r}"] if not is_loopback(opts.host) else []),
-        *([f"GLOO_SOCKET_IFNAME={gloo!r}"] if gloo and gloo != "lo" else []),
-        *([f"MASTER_ADDR={master!r}"] if master and not is_loopback(master) else []),
-    ]
+    reasons = [f"host={opts.host!r}"] if not is_loopback(opts.host) else []
+    reasons += [f"GLOO_SOCKET_IFNAME={gloo!r}"] if gloo and gloo != "lo" else []
+    reasons += [f"MASTER_ADDR={master!r}"] if master and not is_loopback(master) else []
     if reasons:
         raise ConfigError(
             "elastic training refuses a non-loopback setup (" + ", ".join(reasons) + "): "

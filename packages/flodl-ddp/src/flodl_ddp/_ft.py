@@ -59,9 +59,7 @@ class FtComm(Comm):
         if width == 0:
             return [b""] * self.world_size
         rows = torch.zeros(self.world_size, width, dtype=torch.uint8)
-        if payload:
-            mine = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
-            rows[self.rank, : len(payload)] = mine
+        rows[self.rank, : len(payload)] = torch.tensor(list(payload), dtype=torch.uint8)
         _all_reduce(self.manager, rows, self.rank, what)
         return [bytes(rows[r, : int(lengths[r])].tolist()) for r in range(self.world_size)]
 

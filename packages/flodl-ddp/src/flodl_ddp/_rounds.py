@@ -198,13 +198,9 @@ class AveragingRound:
             elche.relax_anchor_up()
         walls = [g["ms"] if g is not None else 0.0 for g in got]
         boundary = max(g["boundary_ms"] for r, g in enumerate(got) if g and r not in benched)
+        growth, holding = action.allows_growth, arrival.holding or None
         elche.report_timing(
-            walls,
-            actual,
-            boundary,
-            allow_growth=action.allows_growth,
-            cut=arrival.cut,
-            holding=arrival.holding or None,
+            walls, actual, boundary, allow_growth=growth, cut=arrival.cut, holding=holding
         )
         if self.meta is not None:
             factor = self.meta.observe(lr, elche.anchor, action, elche.phase)
