@@ -13,10 +13,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-# the numbers a rank hands to a round, summed per rank over the epoch
 SAMPLE_EVERY_S = 0.1
 """The shortest interval between two utilization samples of a rank."""
 SUMMED = ("loss_sum", "loss_n", "batches", "compute", "sync", "idle", "comm_bytes")
+"""The numbers a rank hands to a round, summed per rank over the epoch."""
 
 
 def peak_memory(device: torch.device) -> int:

@@ -32,8 +32,6 @@ POOL_FRACTION = 0.25
 """Share of a calibrated epoch's batches handed out on demand instead of split up front."""
 POOL_SPREAD = 2
 """Divisor of a rank's guided block once the ranks' speeds are known."""
-
-
 COLD_BLOCK_S = 0.04
 """Before the speeds are known, the most of its own time a rank's pool block holds (seconds)."""
 
