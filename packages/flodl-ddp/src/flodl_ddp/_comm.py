@@ -6,8 +6,6 @@ in the same order, so a per-exchange sequence number names the keys.
 from __future__ import annotations
 
 import contextlib
-import struct
-from collections.abc import Sequence
 from typing import Any
 
 from ._errors import PeerError
@@ -33,11 +31,6 @@ class Comm:
     def post(self, tag: str, payload: bytes) -> None:
         """This rank's ``payload`` for the next exchange ``tag``, without waiting for the others
         (a rank that stops training tells the others at the exchange they will reach)."""
-
-    def exchange(self, tag: str, values: Sequence[float]) -> list[list[float]]:
-        """Every rank's list of floats (lengths may differ), in rank order."""
-        blob = struct.pack(f"<{len(values)}d", *values)
-        return [list(struct.unpack(f"<{len(b) // 8}d", b)) for b in self.exchange_bytes(tag, blob)]
 
     def barrier(self, tag: str = "bar") -> None:
         """Wait until every rank reaches the same barrier."""

@@ -98,11 +98,11 @@ def map_shared(comm: Comm, tag: str, size: int, eligible: bool) -> tuple[mmap.mm
         path = info["path"]
         if rank != 0 and eligible and info["host"] == host_label():
             got = _attach(path, size, bytes.fromhex(info["nonce"]))
-    oks = comm.exchange(tag + "ok", [1.0 if got is not None else 0.0])
+    oks = comm.exchange_bytes(tag + "ok", b"1" if got is not None else b"")
     if rank == 0 and path:  # every rank has mapped it or given up
         with contextlib.suppress(OSError):
             os.unlink(path)
-    if got is not None and not all(v[0] for v in oks):
+    if got is not None and not all(oks):
         got.close()
         got = None
     return None if got is None else (got, path)
