@@ -1,9 +1,8 @@
 """ElChe: "the column marches at the slowest one's pace".
 
-A plain, deterministic class with no process group: every rank keeps an identical copy fed the
-same all-gathered numbers, so all reach the same decisions without another message. Timings go
-in (:meth:`ElChe.report_timing`); the next window's batch counts and anchor come out. The rules
-in brief (in full, with why: ARCHITECTURE-NOTES.md, ``_elche``):
+Deterministic, no process group: every rank keeps an identical copy fed the same all-gathered
+numbers, so all decide alike. Timings go in (:meth:`ElChe.report_timing`), the next window's counts
+and anchor come out. In brief (in full, with why: ARCHITECTURE-NOTES.md, ``_elche``):
 
 - each rank's ms per batch goes into a trust window of its last ``WINDOW`` readings; its first
   reading into an empty window is provisional (one-off start-up costs) and the next replaces it;
@@ -555,9 +554,7 @@ class ElChe:
             raise ConfigError(f"{name} has {len(vals)} entries for {self.world_size} ranks")
         if name == "wall_ms":  # milliseconds; the others are batch counts
             return [check_finite(v, f"{name}[{r}]", ge=0.0) for r, v in enumerate(vals)]
-        for r, v in enumerate(vals):
-            check_int(v, f"{name}[{r}]", ge=0)
-        return vals
+        return [check_int(v, f"{name}[{r}]", ge=0) for r, v in enumerate(vals)]
 
     def __repr__(self) -> str:
         return (

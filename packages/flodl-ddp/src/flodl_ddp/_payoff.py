@@ -1,7 +1,6 @@
-"""Whether the slowest training rank pays for itself over a whole epoch, and how long a benched
-rank sits out. ElChe's round rule judges only windows the epoch's end did not cut, so on epochs
-shorter than a window (a small model's) nothing was judged. The epoch rule closes that gap, from
-the epoch's numbers (identical on every rank):
+"""Whether the slowest training rank pays for itself over a whole epoch (ElChe's round rule judges
+no window the epoch's end cut, so none on epochs shorter than a window), and how long a benched
+rank sits out. From the epoch's numbers (identical on every rank):
 
 - the fastest training rank computed ``c`` ms for its ``n`` batches in its epoch of ``wall`` ms;
   the slowest one ran ``n_s`` batches, which **saved** the fastest ``n_s · c / n`` ms of work,
