@@ -17,8 +17,7 @@ class ElCheConfig:
     :meth:`nccl_async`, :meth:`cpu_sync`, :meth:`cpu_cadence`, :meth:`cpu_async`."""
 
     def __init__(self, mode: str = "nccl-cadence", **options: Any) -> None:
-        options = {"mode": mode, **options}
-        self._options = {name: check_option(name, value) for name, value in options.items()}
+        self._options = {k: check_option(k, v) for k, v in {"mode": mode, **options}.items()}
 
     def _with(self, name: str, value: Any) -> ElCheConfig:
         return ElCheConfig(**{**self._options, name: value})

@@ -173,9 +173,8 @@ class Overshoot:
 
     def after_round(self, stable: bool, anchor: int) -> None:
         """Grow by one after a stable round (up to ``anchor``), reset after a divergent one."""
-        if self.fixed is not None:
-            return
-        self.current = min(self.current + 1, max(self.start, anchor)) if stable else self.start
+        if self.fixed is None:
+            self.current = min(self.current + 1, max(self.start, anchor)) if stable else self.start
 
     def state_dict(self) -> dict[str, int]:
         return {"current": self.current, "start": self.start}

@@ -92,9 +92,7 @@ class DdpHandle:
         if record_log:
             monitor.record_log(record_log)
         self._monitor, self._dashboard = monitor, save_dashboard
-        self._supervisor: Any = None
-        self._keep: Any = None  # what must live as long as a spawned run (its store)
-        self._ask_stop: Callable[[], Any] | None = None  # asks the ranks to stop after an epoch
+        self._attach(None)  # none of the three yet
         self.events: list[dict[str, Any]] = []
         """Elastic runs: what happened to the ranks, in order (see :class:`ElasticHandle`)."""
         self.fingerprints: dict[int, list[float]] = {}
@@ -108,7 +106,8 @@ class DdpHandle:
         self._timeline: Any = None  # the merged Timeline, when asked for
 
     def _attach(self, supervisor: Any, keep: Any = None, ask_stop: Any = None) -> None:
-        """A spawned run's supervisor, what must live as long as the run, how to stop it."""
+        """A spawned run's supervisor, what must live as long as the run (its store), how to ask
+        its ranks to stop after an epoch."""
         self._supervisor, self._keep, self._ask_stop = supervisor, keep, ask_stop
 
     def _push_progress(self, p: Progress) -> None:

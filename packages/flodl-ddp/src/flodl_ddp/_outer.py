@@ -206,11 +206,9 @@ class TorchOuter(OuterOptimizer):
         return {"state": moments, "param_groups": state["param_groups"]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if not state:
-            return
-        if self._optimizer is None:
+        if state and self._optimizer is None:
             self._pending = state  # applied when the first step builds the optimizer
-        else:
+        elif state:
             self._optimizer.load_state_dict(state)
 
     def __repr__(self) -> str:

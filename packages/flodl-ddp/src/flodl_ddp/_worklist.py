@@ -165,8 +165,7 @@ class RankWork(_Batches):
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         super().__init__(work.own[rank], open_block)
-        self.work, self._claim, self._peek, self._size = work, claim, peek, size
-        self._clock = clock
+        self.work, self._claim, self._peek, self._size, self._clock = work, claim, peek, size, clock
         self._last: tuple[float, int, int] | None = None  # (when, pool count, block) at a claim
         self.done = False
 
