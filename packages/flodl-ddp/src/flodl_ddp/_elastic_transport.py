@@ -72,12 +72,11 @@ def _tensor_bytes(obj: Any) -> int:
 
 
 class StateTransport:
-    """A torchft ``CheckpointTransport`` (``metadata``, ``send_checkpoint``,
-    ``disallow_checkpoint``, ``recv_checkpoint``, ``shutdown``) over signed HTTP, bound to and
-    advertising ``host`` (``127.0.0.1`` or a trusted interface's). ``token``: the run's secret,
-    which keys the signatures (a request without a valid one gets 403); ``timeout``: the default
-    network timeout; ``max_bytes``: the most bytes a received state may have (or a function giving
-    it at each receive, e.g. ``lambda: size_bound(engine.state_dict())``)."""
+    """A torchft ``CheckpointTransport`` over signed HTTP, bound to and advertising ``host``
+    (``127.0.0.1`` or a trusted interface's). ``token``: the run's secret, which keys the
+    signatures (a request without a valid one gets 403); ``timeout``: the default network
+    timeout; ``max_bytes``: the most bytes a received state may have (or a function giving it at
+    each receive, e.g. ``lambda: size_bound(engine.state_dict())``)."""
 
     def __init__(
         self,
