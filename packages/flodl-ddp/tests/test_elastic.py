@@ -38,6 +38,7 @@ from flodl_ddp._elastic import (
     require_torchft,
     resolve_exposure,
 )
+from flodl_ddp._elastic_launch import ElasticPolicy
 from flodl_ddp._elastic_transport import (
     NONCE_HEADER,
     SIGNATURE_HEADER,
@@ -46,8 +47,12 @@ from flodl_ddp._elastic_transport import (
     request_signature,
     size_bound,
 )
+from flodl_ddp._errors import DdpError, PeerError
 from flodl_ddp._ft import Outlived, TorchftQuorum, WindowVoid
+from flodl_ddp._messages import Failed
+from flodl_ddp._supervisor import Watch
 from flodl_ddp._watchdog import STARTING, Watchdog
+from flodl_ddp._worker import is_echo
 
 try:
     import torchft  # noqa: F401
@@ -369,6 +374,41 @@ def test_a_rank_that_votes_no_drops_its_process_group() -> None:
     manager.commits = True
     assert TorchftQuorum(manager, _FakeComm([0, 2])).commit() is True
     assert manager.aborts == 1
+
+
+def _refuse(what: str) -> Any:
+    def call() -> None:
+        raise TimeoutError(f"{what} timed out after 300 s")
+
+    return call
+
+
+def test_torchfts_own_failures_are_a_peers_fault_not_this_ranks() -> None:
+    """A quorum or commit vote that times out (the lighthouse or the peers did not answer) is
+    the echo of a fault elsewhere: the rank dies of it, the run does not fail for it."""
+    manager = _FakeManager(5)
+    manager.start_quorum = _refuse("quorum")
+    with pytest.raises(PeerError, match="torchft's quorum failed: TimeoutError: quorum timed"):
+        TorchftQuorum(manager, _FakeComm([0, 2])).begin()
+    manager.should_commit = _refuse("should_commit")
+    with pytest.raises(PeerError, match="torchft's commit vote failed") as info:
+        TorchftQuorum(manager, _FakeComm([0, 2])).commit()
+    assert is_echo(info.value) and info.value.rank == 2
+
+
+def _policy_outcome(*failed: Failed) -> Any:
+    """What the elastic policy decides with both ranks alive and these failures heard."""
+    sup = types.SimpleNamespace(watch=Watch(errors=list(failed)), world=2)
+    sup.procs = [types.SimpleNamespace(exitcode=None)] * 2
+    return ElasticPolicy(ElasticOptions(min_ranks=1), None, [1, 1]).outcome(sup)
+
+
+def test_an_echo_is_a_death_to_survive_and_a_ranks_own_error_fails_the_run() -> None:
+    echo = Failed(1, 0, "h", "PeerError: torchft's quorum failed", "tb", echo=True)
+    assert _policy_outcome(echo) is None  # the rank's death (exit code 1) is handled as one
+    bug = Failed(0, 0, "h", "ValueError: bad shape", "tb")
+    err = _policy_outcome(echo, bug)
+    assert isinstance(err, DdpError) and err.rank == 0 and "bad shape" in str(err)
 
 
 def test_process_stopped_reads_the_kernel(tmp_path: Path) -> None:

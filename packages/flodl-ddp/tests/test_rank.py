@@ -8,6 +8,7 @@ import copy
 import socket
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,13 @@ from flodl_ddp._membership import StaticWorld
 from flodl_ddp._options import check_config
 from flodl_ddp._rank import RankContext, RankEngine
 from flodl_ddp._reduce import LocalReducer
+from flodl_ddp._resume import save_checkpoint_from
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
 
 
-def _engine() -> RankEngine:
+def _engine(grad_scaler: bool = False, resume: str | None = None) -> RankEngine:
     x, y = fx.make_data(128)
     cfg = (
         Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step)
@@ -34,9 +36,10 @@ def _engine() -> RankEngine:
         .num_epochs(2)
         .devices(["cpu"])
         .mode("cpu-cadence")
+        .grad_scaler(grad_scaler)
         .build_config()
     )
-    spec = check_config(cfg)
+    spec = check_config(replace(cfg, resume=resume))
     device = torch.device("cpu")
     ctx = RankContext(
         0,
@@ -52,11 +55,12 @@ def _engine() -> RankEngine:
     return RankEngine(spec, ctx, fx.make_model(), fx.make_adam)
 
 
-def _train_epoch(engine: RankEngine, epoch: int) -> None:
+def _train_epoch(engine: RankEngine, epoch: int, blow_up: int | None = None) -> None:
+    """One epoch of MSE steps; batch ``blow_up`` (its index) has an infinite loss."""
     try:
-        for batch in engine.epoch(epoch):
+        for i, batch in enumerate(engine.epoch(epoch)):
             loss = nn.functional.mse_loss(engine.forward_model(batch[0]), batch[1])
-            engine.step(loss)
+            engine.step(loss * float("inf") if i == blow_up else loss)
     finally:
         engine.sink.uninstall()
 
@@ -118,3 +122,45 @@ def test_training_goes_on_identically_after_a_restore() -> None:
     for (name, a), b in zip(plain.model.state_dict().items(), rolled.model.state_dict().values(),
                             strict=True):  # fmt: skip
         assert torch.equal(a, b), name
+
+
+def _params(engine: RankEngine) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in engine.model.parameters()]
+
+
+def test_loss_scaling_trains_float32_exactly_as_without_it() -> None:
+    """Scaling by a power of two and back is exact in float32: the same weights, bit for bit,
+    and the scaler really ran (its growth tracker counted every finite step)."""
+    plain, scaled = _engine(), _engine(grad_scaler=True)
+    rng = torch.get_rng_state()
+    _train_epoch(plain, 0)
+    torch.set_rng_state(rng)
+    _train_epoch(scaled, 0)
+    for a, b in zip(_params(plain), _params(scaled), strict=True):
+        assert torch.equal(a, b)
+    assert scaled.scaler.get_scale() == 65536.0
+    assert scaled.scaler.state_dict()["_growth_tracker"] == scaled.batches_per_epoch
+    assert plain.scaler.state_dict() == {}  # off: a pass-through
+
+
+def test_a_step_with_infinite_gradients_is_skipped_and_the_scale_halved() -> None:
+    """What float16 overflow does under loss scaling: the step is skipped, not applied."""
+    scaled, plain = _engine(grad_scaler=True), _engine()
+    _train_epoch(scaled, 0, blow_up=3)
+    _train_epoch(plain, 0, blow_up=3)
+    assert all(torch.isfinite(p).all() for p in _params(scaled))
+    assert scaled.scaler.get_scale() == 32768.0
+    assert not all(torch.isfinite(p).all() for p in _params(plain))  # without: NaN weights
+
+
+def test_the_loss_scale_survives_a_checkpoint(tmp_path: Path) -> None:
+    engine = _engine(grad_scaler=True)
+    _train_epoch(engine, 0, blow_up=0)
+    state = engine.scaler.state_dict()
+    assert state["scale"] == 32768.0 and state["_growth_tracker"] > 0
+    save_checkpoint_from(engine, 0, tmp_path)
+    assert _engine(grad_scaler=True, resume=str(tmp_path)).scaler.state_dict() == state
+    # a run without scaling resumes without it, and a scaled one from a plain checkpoint anew
+    assert _engine(resume=str(tmp_path)).scaler.state_dict() == {}
+    save_checkpoint_from(_engine(), 1, tmp_path)
+    assert _engine(grad_scaler=True, resume=str(tmp_path)).scaler.get_scale() == 65536.0

@@ -7,7 +7,10 @@ from __future__ import annotations
 import io
 import json
 import math
+import multiprocessing
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,8 @@ def _builder(n: int = 256, epochs: int = 2, step: Any = fx.mse_step) -> Any:
         (lambda b: b.devices([]), "devices is empty"),
         (lambda b: b.shared_memory("no"), "shared_memory must be True or False, got 'no'"),
         (lambda b: b.bf16_wire(1), "bf16_wire must be True or False, got 1"),
+        (lambda b: b.grad_scaler("yes"), "grad_scaler must be True or False, got 'yes'"),
+        (lambda b: b.num_workers(-1), "num_workers must be an int >= 0, got -1"),
     ],
 )
 def test_builder_refuses_bad_values(call: Any, needle: str) -> None:
@@ -106,6 +111,47 @@ def test_non_picklable_factory_is_refused_before_spawning() -> None:
         b.run()
     msg = str(info.value)
     assert "model_factory" in msg and "top level of an importable module" in msg
+
+
+class _Readers(torch.utils.data.Dataset):
+    """A map-style dataset (it streams) that records which threads read it."""
+
+    def __init__(self) -> None:
+        self.x, self.y = fx.make_data(128)
+        self.threads: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.threads.add(threading.current_thread().name)
+        time.sleep(0.001)  # a read that releases the GIL, as a file or an image decoder does
+        return self.x[i], self.y[i]
+
+
+@pytest.mark.parametrize("workers", [0, 3])
+def test_num_workers_reads_a_ranks_batches_on_that_many_threads(workers: int) -> None:
+    data = _Readers()
+    b = Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step).dataset(data).batch_size(8)
+    b.num_epochs(1).devices(["cpu"]).num_workers(workers).run().join(timeout=60)
+    readers = {t for t in data.threads if t.startswith("flodl-data-worker")}
+    assert len(readers) == workers  # 0: the loader's one background thread reads
+
+
+def test_a_dataset_that_does_not_pickle_is_named_and_nothing_is_left_running() -> None:
+    class Local(torch.utils.data.Dataset):  # a class inside a function: spawn cannot send it
+        def __len__(self) -> int:
+            return 64
+
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.ones(4), torch.ones(1)
+
+    b = Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step).dataset(Local())
+    with pytest.raises(ConfigError) as info:
+        b.batch_size(8).num_epochs(1).devices(["cpu", "cpu"]).mode("cpu-cadence").run()
+    msg = str(info.value)
+    assert "dataset" in msg and "Local" in msg and "top level of an importable module" in msg
+    assert not multiprocessing.active_children()
 
 
 def test_cuda_devices_this_machine_lacks_are_refused_before_spawning(

@@ -20,6 +20,7 @@ class _RunOptions:
 
     dataset: Any = None
     batch_size: int | None = None
+    num_workers: int = 0
     num_epochs: int | None = None
     mode: str | Mode = "nccl-cadence"
     bf16_wire: bool = False
@@ -33,6 +34,7 @@ class _RunOptions:
     speed_hint: tuple[int, float] | None = None
     partition_ratios: Sequence[float] | None = None
     max_grad_norm: float | None = None
+    grad_scaler: bool = False
     max_overshoot: int | None = None
     divergence_threshold: float = 0.05
     guard: Any = None

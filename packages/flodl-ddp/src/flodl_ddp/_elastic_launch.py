@@ -48,7 +48,8 @@ class ElasticHandle(DdpHandle):
 class ElasticPolicy:
     """A dead rank is logged and restarted while ``max_restarts`` allows and the survivors carry
     on; fewer living ranks than ``min_ranks`` fail the run, and so does a rank that raises (a bug
-    in ``train_step`` would strike again). ``ready``: the first generation's shared flags."""
+    in ``train_step`` would strike again), unless its error is the echo of a fault elsewhere (a
+    peer's death, torchft's quorum timing out): then it died. ``ready``: first-generation flags."""
 
     def __init__(self, opts: ElasticOptions, lighthouse: Any, ready: Any) -> None:
         self.opts, self.lighthouse, self.ready = opts, lighthouse, ready
@@ -68,7 +69,7 @@ class ElasticPolicy:
 
     def outcome(self, sup: Supervisor) -> DdpError | str | None:
         w = sup.watch
-        if w.errors:  # a rank raised: a bug, not a fault to survive
+        if any(not e.echo for e in w.errors):  # a bug; an echo (a peer, torchft) is a death
             return blame(w, "")
         alive = [r for r, p in enumerate(sup.procs) if p.exitcode is None]
         if w.final is not None:  # the rank that led the last window delivered

@@ -19,6 +19,7 @@ class EngineState:
     world: int
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
     device: torch.device
     scheduler: Any
     sched_step: int
@@ -52,6 +53,7 @@ class EngineState:
             "optimizer": self.optimizer.state_dict(),
             "rng": torch.get_rng_state(),
             "sched_step": self.sched_step,
+            "scaler": self.scaler.state_dict(),  # {} when off
         }
         if self.device.type == "cuda":
             out["cuda_rng"] = torch.cuda.get_rng_state(self.device)
@@ -68,6 +70,8 @@ class EngineState:
                 for p, t in zip(self.model.parameters(), state["params"], strict=True):
                     p.copy_(t)
         self.sched_step = int(state.get("sched_step", 0))
+        if state.get("scaler"):  # a run without loss scaling saved {}
+            self.scaler.load_state_dict(state["scaler"])
         if self.scheduler is not None and "scheduler" in state:
             self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"])

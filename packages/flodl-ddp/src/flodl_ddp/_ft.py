@@ -18,7 +18,7 @@ from torch.distributed import ReduceOp
 
 from ._comm import Comm
 from ._elastic_transport import StateTransport, size_bound
-from ._errors import DdpError
+from ._errors import DdpError, PeerError
 from ._modes import Backend
 from ._reduce import InPlace, Segment
 from ._store import listen_store
@@ -30,6 +30,15 @@ class WindowVoid(DdpError):
 
 class Outlived(DdpError):
     """A restarted rank cannot join: nobody is left to heal from, or its heals keep failing."""
+
+
+def _torchft(call: Callable[[], Any], rank: int, what: str) -> Any:
+    """``call()``, with torchft's own failure (the lighthouse or a peer did not answer in time)
+    as a :class:`PeerError`: a fault this rank dies of and the run survives, not a bug."""
+    try:
+        return call()
+    except Exception as e:
+        raise PeerError(f"torchft's {what} failed: {type(e).__name__}: {e}", rank=rank) from e
 
 
 def _all_reduce(manager: Any, t: Tensor, rank: int, what: str) -> Tensor:
@@ -93,7 +102,7 @@ class TorchftQuorum:
         """Nothing to do: the first quorum (``init_sync``) gives everyone the first's weights."""
 
     def begin(self) -> tuple[int, ...]:
-        self.manager.start_quorum()
+        _torchft(self.manager.start_quorum, self.comm.rank, "quorum")
         if self.tries and (err := self.manager.errored()) is not None:
             self.tries -= 1
             if not self.tries:
@@ -105,7 +114,7 @@ class TorchftQuorum:
         return members
 
     def commit(self) -> bool:
-        if not (ok := bool(self.manager.should_commit())):
+        if not (ok := bool(_torchft(self.manager.should_commit, self.comm.rank, "commit vote"))):
             self.manager._pg.abort()  # torchft's wrapper: aborts and drops it (closes its sockets)
         return ok
 

@@ -112,7 +112,7 @@ def normalise_devices(v: Any) -> list[str]:
 
 
 _SWITCHES = "bf16_wire shared_memory meta_controller elche_relax_up timeline bind_cores "
-_SWITCHES += "find_unused_parameters"
+_SWITCHES += "find_unused_parameters grad_scaler"
 _PATHS = "record_log save_dashboard checkpoint_path resume"
 _COUNTS = "batch_size num_epochs min_anchor batches_per_epoch checkpoint_every threads_per_rank"
 RULES: dict[str, Rule] = {
@@ -136,6 +136,7 @@ RULES: dict[str, Rule] = {
     "outer_optimizer": _optional(_has("outer_optimizer", "step", "OuterAvg, SlowMo, DiLoCo")),
     "lr_scale_ratio": _optional(_number("lr_scale_ratio", ge=0.0)),
     "seed": _int("seed", 0),
+    "num_workers": _int("num_workers", 0),
     "slowdown": _optional(check_slowdown),
     "timeout_s": _number("timeout_s", gt=0.0),
     "reports_per_epoch": _int("reports_per_epoch", 0),
@@ -159,6 +160,7 @@ class RunSpec:
 
     dataset: Any
     batch_size: int
+    num_workers: int
     num_epochs: int
     mode: Mode
     bf16_wire: bool
@@ -173,6 +175,7 @@ class RunSpec:
     partition_ratios: tuple[float, ...] | None
     elche_relax_up: bool
     max_grad_norm: float | None
+    grad_scaler: bool
     max_overshoot: int | None
     guard: Any
     meta_controller: bool

@@ -90,6 +90,7 @@ class RankEngine(EngineState):
         # Identical init on every rank above; from here each rank draws its own randomness.
         torch.manual_seed(spec.seed * 1009 + 7919 * (self.rank + 1))
         self.optimizer = self._make_optimizer(optim_factory)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=spec.grad_scaler)
         self._setup_data()
         self.scheduler = self._make_scheduler()
         self.slowdown = Slowdown(spec.slowdown.get(self.rank, 1.0), self.device)
@@ -175,9 +176,8 @@ class RankEngine(EngineState):
 
     def _setup_data(self) -> None:
         s = self.spec
-        self.loader = DataLoader(
-            s.dataset, batch_size=s.batch_size, device=self.device, seed=s.seed, drop_last=True
-        )
+        kw = {"batch_size": s.batch_size, "seed": s.seed, "num_workers": s.num_workers}
+        self.loader = DataLoader(s.dataset, device=self.device, drop_last=True, **kw)
         self.n_samples = self.loader.num_samples
         whole = self.n_samples // s.batch_size
         self.batches_per_epoch = min(whole, s.batches_per_epoch or whole)
@@ -240,7 +240,7 @@ class RankEngine(EngineState):
             )
         self._ddp_forward = False
         try:
-            loss.backward()
+            self.scaler.scale(loss).backward()
         except RuntimeError as e:  # sync: a rank that left its epoch ends the gradient exchange
             gone: list[int] = []
             with contextlib.suppress(Exception):  # the store may have gone with that rank
@@ -250,8 +250,10 @@ class RankEngine(EngineState):
             self.left = left_early(gone[0], "the epoch")
             raise PeerError(self.left, rank=self.rank) from e
         if self.spec.max_grad_norm is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.spec.max_grad_norm)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)  # skipped when a gradient is inf / NaN
+        self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.ledger.add_loss(loss)
         self._stepped = True

@@ -31,7 +31,7 @@ from ._errors import DdpError
 from ._handle import DdpHandle
 from ._messages import Counts, Done, Epoch, Failed, Final, Healed, Listening, Report, RolledBack
 from ._watchdog import Watchdog, process_stopped
-from ._worker import RankPayload, SpawnLink, load_state
+from ._worker import RankPayload, SpawnLink, load_state, spawn_picklable
 
 logger = logging.getLogger("flodl.ddp")
 
@@ -154,6 +154,8 @@ class Supervisor:
             self.procs = [self._spawn(r) for r in range(self.world)]
         except BaseException:
             self._close()
+            if not self.procs:  # no rank started: name what would not pickle, if that was it
+                spawn_picklable(self.payload, dataset=True)
             raise
         threading.Thread(target=self.run, name="flodl-ddp-supervisor", daemon=True).start()
 

@@ -57,6 +57,11 @@ class TrainerBuilder:
         """Samples per batch, per rank (> 0)."""
         return self._set("batch_size", n)
 
+    def num_workers(self, n: int) -> TrainerBuilder:
+        """Threads per rank reading streamed batches side by side (map-style datasets stream;
+        :class:`flodl_core.DataLoader`'s option; default 0: one background thread)."""
+        return self._set("num_workers", n)
+
     def num_epochs(self, n: int) -> TrainerBuilder:
         """Epochs to train (> 0)."""
         return self._set("num_epochs", n)
@@ -145,6 +150,11 @@ class TrainerBuilder:
     def max_grad_norm(self, f: float) -> TrainerBuilder:
         """Clip each rank's gradient norm to ``f`` before its optimizer step."""
         return self._set("max_grad_norm", f)
+
+    def grad_scaler(self, on: bool = True) -> TrainerBuilder:
+        """float16 autocast: each rank scales its loss (``torch.amp.GradScaler``), unscales before
+        clipping, and skips a step whose gradients hold inf / NaN (the scale is then halved)."""
+        return self._set("grad_scaler", on)
 
     def divergence_threshold(self, f: float) -> TrainerBuilder:
         """Threshold of the default ``TrendGuard`` (default 0.05)."""

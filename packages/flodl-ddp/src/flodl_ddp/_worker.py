@@ -125,19 +125,20 @@ def train_rank(
         engine.close()
 
 
-def spawn_picklable(payload: RankPayload) -> None:
-    """Spawned ranks receive the factories by pickling: refuse lambdas and local functions."""
+def spawn_picklable(payload: RankPayload, dataset: bool = False) -> None:
+    """Spawned ranks receive the factories (and the dataset) by pickling: refuse lambdas and
+    local functions or classes. The dataset, maybe large, only once a spawn failed."""
     named = [(n, getattr(payload, n)) for n in ("model_factory", "optim_factory", "train_step")]
-    options = ("scheduler", "eval_fn", "guard", "outer_optimizer")
+    options = ("scheduler", "eval_fn", "guard", "outer_optimizer") + ("dataset",) * dataset
     for name, obj in named + [(n, getattr(payload.spec, n)) for n in options]:
         try:
             pickle.dumps(obj)
         except Exception as e:
-            what = getattr(obj, "__qualname__", type(obj).__name__)
+            what = getattr(obj, "__qualname__", type(obj).__qualname__)
             raise ConfigError(
                 f"{name} {what!r} cannot be sent to the rank processes ({type(e).__name__}: "
-                f"{e}); pass a function defined at the top level of an importable module (not a "
-                "lambda, not a function defined inside another function), or a picklable object"
+                f"{e}); define it (or its class) at the top level of an importable module (not "
+                "a lambda, not inside a function), or pass a picklable object"
             ) from None
 
 
