@@ -396,11 +396,13 @@ def test_torchfts_own_failures_are_a_peers_fault_not_this_ranks() -> None:
     assert is_echo(info.value) and info.value.rank == 2
 
 
-def _policy_outcome(*failed: Failed) -> Any:
-    """What the elastic policy decides with both ranks alive and these failures heard."""
-    sup = types.SimpleNamespace(watch=Watch(errors=list(failed)), world=2)
-    sup.procs = [types.SimpleNamespace(exitcode=None)] * 2
-    return ElasticPolicy(ElasticOptions(min_ranks=1), None, [1, 1]).outcome(sup)
+def _policy_outcome(*failed: Failed, exits: tuple[int | None, ...] = (None, None)) -> Any:
+    """What the elastic policy decides, with these failures heard and the ranks' exit codes
+    (``None``: alive), under ``min_ranks=1``."""
+    deaths = {r: code for r, code in enumerate(exits) if code}
+    sup = types.SimpleNamespace(watch=Watch(errors=list(failed), deaths=deaths), world=len(exits))
+    sup.procs = [types.SimpleNamespace(exitcode=code) for code in exits]
+    return ElasticPolicy(ElasticOptions(min_ranks=1), None, [1] * len(exits)).outcome(sup)
 
 
 def test_an_echo_is_a_death_to_survive_and_a_ranks_own_error_fails_the_run() -> None:
@@ -409,6 +411,9 @@ def test_an_echo_is_a_death_to_survive_and_a_ranks_own_error_fails_the_run() -> 
     bug = Failed(0, 0, "h", "ValueError: bad shape", "tb")
     err = _policy_outcome(echo, bug)
     assert isinstance(err, DdpError) and err.rank == 0 and "bad shape" in str(err)
+    # every rank died of echoes: the run fails, naming the first one's cause, not only a count
+    msg = str(_policy_outcome(echo, exits=(1, 1)))
+    assert "(ranks [0, 1] died; first: rank 1 failed: PeerError: torchft's quorum" in msg
 
 
 def test_process_stopped_reads_the_kernel(tmp_path: Path) -> None:

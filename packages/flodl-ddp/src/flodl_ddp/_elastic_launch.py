@@ -79,9 +79,10 @@ class ElasticPolicy:
             return None
         if len(alive) < self.opts.min_ranks:
             dead = [r for r in range(sup.world) if r not in alive]
+            first = f"; first: {blame(w, '').message}" if w.deaths or w.verdicts or w.errors else ""
             return DdpError(
-                f"elastic run has {len(alive)} living rank(s) (ranks {dead} died), fewer than "
-                f"min_ranks={self.opts.min_ranks}; restart ranks sooner, allow more with "
+                f"elastic run has {len(alive)} living rank(s) (ranks {dead} died{first}), fewer "
+                f"than min_ranks={self.opts.min_ranks}; restart ranks sooner, allow more with "
                 "max_restarts, or lower min_ranks"
             )
         return None
