@@ -58,6 +58,13 @@ def mse_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     return loss
 
 
+def fp16_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """:func:`mse_step` under float16 autocast (CPU autocast has float16 too)."""
+    with torch.autocast("cpu", dtype=torch.float16):
+        pred = model(batch[0])
+    return nn.functional.mse_loss(pred.float(), batch[1])
+
+
 def threads_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """``mse_step`` that also records the torch thread count the batch trained with."""
     record_scalar("threads", float(torch.get_num_threads()))
@@ -424,6 +431,17 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
                 results[f"unused_{on}"] = [m.avg_loss for m in h.history]
             except DdpError as e:
                 results[f"unused_{on}"] = str(e)
+        write_result(out_dir, rank, results)
+
+        # float16 with loss scaling in sync: DDP averages the scaled gradients, so every rank
+        # unscales, clips and skips alike and the replicas stay one model
+        b = Trainer.builder(make_model, make_adam, fp16_step).dataset((x, y)).batch_size(16)
+        h = b.num_epochs(2).mode("cpu-sync").grad_scaler().max_grad_norm(1.0).run()
+        state = h.join(timeout=60)
+        results["fp16"] = {
+            "losses": [m.avg_loss for m in h.history],
+            "params": [float(v.double().sum()) for v in state.params.values()],
+        }
     except Exception:
         results["error"] = traceback.format_exc()
     write_result(out_dir, rank, results)

@@ -442,6 +442,14 @@ def test_sync_trains_a_model_with_unused_parameters_when_told(
         assert "find_unused_parameters" in res["unused_False"], res["unused_False"]
 
 
+def test_float16_with_loss_scaling_trains_one_model_in_sync(
+    torchrun_results: list[dict[str, Any]],
+) -> None:
+    r0, r1 = (r["fp16"] for r in torchrun_results)
+    assert r0 == r1  # each rank's own replica, bit for bit
+    assert r0["losses"][-1] < r0["losses"][0]
+
+
 # ---- hand-computed averaging on 3 ranks ---------------------------------------------------------
 
 

@@ -128,7 +128,7 @@ class EpochMetrics:
     counts: list[int] | None = None
 
     def monitor_values(self) -> dict[str, float]:
-        """The numbers an epoch line shows: loss, recorded scalars, eval, lr, anchor."""
+        """The numbers an epoch line shows: loss, recorded scalars, eval, lr."""
         out: dict[str, float] = {"loss": self.avg_loss}
         out.update(self.scalars)
         if isinstance(self.eval, Mapping):
