@@ -206,9 +206,11 @@ class TorchOuter(OuterOptimizer):
         return {"state": moments, "param_groups": state["param_groups"]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state and self._optimizer is None:
+        if not state:
+            return
+        if self._optimizer is None:
             self._pending = state  # applied when the first step builds the optimizer
-        elif state:
+        else:
             self._optimizer.load_state_dict(state)
 
     def __repr__(self) -> str:

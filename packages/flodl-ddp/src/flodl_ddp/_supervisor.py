@@ -152,9 +152,9 @@ class Supervisor:
         """Start every rank and the watching thread."""
         try:
             self.procs = [self._spawn(r) for r in range(self.world)]
-        except BaseException:
+        except BaseException as e:
             self._close()
-            if not self.procs:  # no rank started: name what would not pickle, if that was it
+            if isinstance(e, Exception):  # name what would not pickle, if that was it
                 spawn_picklable(self.payload, dataset=True)
             raise
         threading.Thread(target=self.run, name="flodl-ddp-supervisor", daemon=True).start()
