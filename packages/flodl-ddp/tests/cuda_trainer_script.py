@@ -22,7 +22,7 @@ import traceback
 from typing import Any
 
 import torch
-from ddp_trainer_fixtures import make_data, make_model, regression_builder
+from ddp_trainer_fixtures import fp16_step, make_data, make_model, mse_step, regression_builder
 
 from flodl_core import atomic_write, detect_gpus
 
@@ -38,11 +38,13 @@ def _held_out(state: Any) -> float:
         return float(torch.nn.functional.mse_loss(m(x), y))
 
 
-def train(devices: list[str], mode: str | None) -> dict[str, Any]:
-    """One run of the fixtures' regression task; what the test checks about it."""
+def train(devices: list[str], mode: str | None, fp16: bool = False) -> dict[str, Any]:
+    """One run of the fixtures' regression task (``fp16``: float16 autocast, loss scaling);
+    what the test checks about it."""
     try:
         x, y = make_data(512, seed=0)
-        b = regression_builder(x, y, EPOCHS).devices(devices)
+        b = regression_builder(x, y, EPOCHS, fp16_step if fp16 else mse_step).devices(devices)
+        b = b.grad_scaler(fp16)
         if mode is not None:
             b = b.mode(mode)
         handle = b.run()
@@ -73,6 +75,7 @@ def main(path: str) -> None:
     out["gpu_cpu_cadence"] = train(["cuda:0", "cpu"], "cpu-cadence")
     out["gpu_cpu_async"] = train(["cuda:0", "cpu"], "cpu-async")
     out["one_gpu_two_ranks"] = train(["cuda:0", "cuda:0"], "cpu-cadence")
+    out["gpu_cpu_fp16"] = train(["cuda:0", "cpu"], "cpu-cadence", fp16=True)
     out["parent_initialised_cuda"] = torch.cuda.is_initialized()
     if gpus >= 2:
         for mode in ("nccl-sync", "nccl-cadence", "nccl-async", "cpu-sync"):

@@ -59,8 +59,8 @@ def mse_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
 
 
 def fp16_step(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """:func:`mse_step` under float16 autocast (CPU autocast has float16 too)."""
-    with torch.autocast("cpu", dtype=torch.float16):
+    """:func:`mse_step` under float16 autocast on the model's device (CPU autocast has it too)."""
+    with torch.autocast(next(model.parameters()).device.type, dtype=torch.float16):
         pred = model(batch[0])
     return nn.functional.mse_loss(pred.float(), batch[1])
 
@@ -172,14 +172,14 @@ def check_tied(state: Any) -> None:
     assert torch.equal(model.inp.weight.detach(), state.params["inp.weight"])
 
 
-def regression_builder(x: torch.Tensor, y: torch.Tensor, epochs: int) -> Any:
+def regression_builder(x: torch.Tensor, y: torch.Tensor, epochs: int, step: Any = mse_step) -> Any:
     """The regression task's trainer builder: Adam, batches of 16, anchor 4 (the caller adds the
     mode and the devices). Every mode takes the linear scaling rule (lr x world): this small
     task's tolerances against the solo run were set for it, whatever the policy's default."""
     from flodl_ddp import Trainer
 
     return (
-        Trainer.builder(make_model, make_adam, mse_step)
+        Trainer.builder(make_model, make_adam, step)
         .dataset((x, y))
         .batch_size(16)
         .num_epochs(epochs)

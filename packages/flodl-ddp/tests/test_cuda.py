@@ -1,8 +1,9 @@
 """flodl-ddp on CUDA devices (marked ``gpu``: skipped where no CUDA device is present).
 
-With one GPU: a GPU rank and a CPU rank training together in cpu-cadence and cpu-async, two
-ranks sharing one GPU, and one GPU in the calling process, all launched from a fresh interpreter
-that must not initialise CUDA itself (``cuda_trainer_script.py``). With two GPUs or more: the
+With one GPU: a GPU rank and a CPU rank training together in cpu-cadence and cpu-async (and in
+cpu-cadence under float16 autocast with loss scaling), two ranks sharing one GPU, and one GPU in
+the calling process, all launched from a fresh interpreter that must not initialise CUDA itself
+(``cuda_trainer_script.py``). With two GPUs or more: the
 nccl modes and cpu-sync on two GPUs, and the bypass functions over NCCL.
 """
 
@@ -27,7 +28,7 @@ MODE_TOLERANCE = 0.35
 # One GPU alone trains the same seeded model on the same batches as one CPU: only float32
 # rounding differs (no TF32 for float32 matmuls by default).
 DEVICE_TOLERANCE = 0.02
-PAIRS = ("gpu_cpu_cadence", "gpu_cpu_async", "one_gpu_two_ranks")
+PAIRS = ("gpu_cpu_cadence", "gpu_cpu_async", "one_gpu_two_ranks", "gpu_cpu_fp16")
 TWO_GPU_MODES = ("nccl-sync", "nccl-cadence", "nccl-async", "cpu-sync")
 
 
