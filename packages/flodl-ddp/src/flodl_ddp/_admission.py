@@ -39,8 +39,6 @@ def _get(store: Any, key: str, timeout_s: float, rank: int, host: str, waiting_f
     try:
         store.wait([key], timedelta(seconds=timeout_s))
         return bytes(store.get(key)).decode()
-    except DdpError:
-        raise
     except Exception as e:
         why = (
             f"admission: timed out after {timeout_s:g} s waiting for {waiting_for} "
