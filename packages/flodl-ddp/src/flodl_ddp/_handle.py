@@ -18,6 +18,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from flodl_core import plain_name
+from flodl_monitor import Monitor
 
 from ._errors import DdpError
 from ._metrics import EpochMetrics, Progress, close_ranks, publish
@@ -86,8 +87,6 @@ class DdpHandle:
     ) -> None:
         self._world_size, self._devices, self._metrics_fn = world_size, list(devices), metrics_fn
         if monitor is None and (record_log or save_dashboard):
-            from flodl_monitor import Monitor
-
             monitor = Monitor(epochs, stream=io.StringIO(), resources=False)
         if record_log:
             monitor.record_log(record_log)

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch.distributed.distributed_c10d import _get_default_store
 
 from ._comm import StoreComm
 
@@ -62,7 +63,5 @@ def run_key(salt: str) -> str:
 def group_comm(salt: str, timeout_s: float) -> StoreComm:
     """A control channel over the default group's store, under :func:`run_key` of ``salt``
     (every rank makes its runs in the same order, so the salts agree)."""
-    from torch.distributed.distributed_c10d import _get_default_store
-
     store = dist.PrefixStore(run_key(salt), _get_default_store())
     return StoreComm(store, dist.get_rank(), dist.get_world_size(), timeout_s)
