@@ -19,6 +19,7 @@ import torch.distributed as dist
 from flodl_core import CheckpointError, ConfigError, atomic_write
 from flodl_core.checkpoint import load_checkpoint, read_state_file, save_checkpoint, save_state_file
 
+from ._bypass import _gather
 from ._engine_state import EngineState
 
 FORMAT = "flodl-ddp-checkpoint"
@@ -51,10 +52,8 @@ def gather_to_first(blob: bytes, rank: int, world: int) -> list[bytes] | None:
     if world == 1:
         return [blob]
     device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    n = torch.tensor([len(blob)], dtype=torch.int64, device=device)
-    sizes = [torch.zeros_like(n) for _ in range(world)]
-    dist.all_gather(sizes, n)
-    mine = torch.zeros(max(int(s) for s in sizes), dtype=torch.uint8)
+    sizes = [size for (size,) in _gather([len(blob)], None)]
+    mine = torch.zeros(max(sizes), dtype=torch.uint8)
     if blob:
         mine[: len(blob)] = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
     mine = mine.to(device)
@@ -62,7 +61,7 @@ def gather_to_first(blob: bytes, rank: int, world: int) -> list[bytes] | None:
     dist.gather(mine, out, dst=0)
     if out is None:
         return None
-    return [bytes(t[: int(s)].cpu().numpy().tobytes()) for t, s in zip(out, sizes, strict=True)]
+    return [bytes(t[:s].cpu().numpy().tobytes()) for t, s in zip(out, sizes, strict=True)]
 
 
 def save_checkpoint_from(engine: EngineState, epoch: int, folder: str | os.PathLike[str]) -> None:
