@@ -114,9 +114,8 @@ class WindowGate:
         return True
 
     def _fills_the_wait(self) -> bool:
-        if not (self._fill_late and self._completed_ready):
-            return False
-        return self._comm.counter(self._stopped_key, 0) < self._world - 1
+        fills = self._fill_late and self._completed_ready
+        return fills and self._comm.counter(self._stopped_key, 0) < self._world - 1
 
     def stop(self) -> None:
         """After the window's last batch, a waiting rank says "ready" if it has not (its data

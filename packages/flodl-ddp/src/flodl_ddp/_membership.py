@@ -48,7 +48,7 @@ class StaticWorld:
         """Same architecture everywhere (checked), then rank 0's initial weights everywhere."""
         if len(self.members) > 1:
             check_replicas(model, comm)
-            broadcast_initial(model, device, backend)
+            broadcast_initial(model, backend)
 
     def begin(self) -> tuple[int, ...]:
         return self.members
@@ -87,7 +87,7 @@ def check_replicas(model: nn.Module, comm: Comm) -> None:
 
 
 @torch.no_grad()
-def broadcast_initial(model: nn.Module, device: torch.device, backend: Backend) -> None:
+def broadcast_initial(model: nn.Module, backend: Backend) -> None:
     """Rank 0's initial parameters and buffers everywhere. The cpu backend goes through CPU
     copies, so ranks on different device kinds can pair up."""
     tensors = [p.data for p in model.parameters()] + list(model.buffers())
