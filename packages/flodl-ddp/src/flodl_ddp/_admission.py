@@ -70,7 +70,6 @@ def admit(
 
 
 def _verify(store: Any, base: str, world: int, token: str, host: str, timeout_s: float) -> None:
-    """Rank 0's side: check every worker's proof, answer each, raise when any was refused."""
     nonce = secrets.token_hex(16)
     store.set(f"{base}/nonce", nonce.encode())
     refused: list[str] = []

@@ -83,13 +83,11 @@ class Averager:
         return not self.reducer.filled_scaled
 
     def _views(self, flat: Tensor) -> list[Tensor]:
-        """``flat`` as views shaped like the parameters, then the float buffers."""
         tensors = self.params + self.float_buffers
         parts = flat.split([t.numel() for t in tensors])
         return [v.view_as(t) for v, t in zip(parts, tensors, strict=True)]
 
     def _fill(self, scale: float, buffer_scale: float) -> None:
-        """This rank's values, scaled, into the reducer's targets."""
         n = len(self.params)
         views = self._views(self.reducer.target(0, self.flat))
         for i, (t, v) in enumerate(zip(self.params + self.float_buffers, views, strict=True)):

@@ -23,7 +23,6 @@ DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 
 
 def _wire(t: Tensor, wire_dtype: torch.dtype | None) -> torch.dtype:
-    """The dtype ``t`` travels in: ``wire_dtype`` for floating tensors, else its own."""
     return wire_dtype if wire_dtype is not None and t.is_floating_point() else t.dtype
 
 

@@ -301,8 +301,6 @@ class ElChe:
         self._history.append(list(self._counts))
 
     def _read(self, rank: int, ms: float) -> None:
-        """One valid reading of ``rank``: the first into an empty window is provisional and the
-        next replaces it."""
         window = self._windows[rank]
         if self._provisional[rank]:
             window.clear()
@@ -313,7 +311,6 @@ class ElChe:
         self._misses[rank] = 0
 
     def _forget(self, rank: int) -> None:
-        """Empty ``rank``'s trust window: it is measured afresh."""
         self._windows[rank].clear()
         self._provisional[rank] = False
         self._misses[rank] = 0
@@ -340,11 +337,9 @@ class ElChe:
         self._update_counts(first=self._calibrations == 1 or settling)
 
     def _active(self) -> list[int]:
-        """The members that train (not benched)."""
         return [r for r in self._members if r not in self._benched]
 
     def _member_speeds(self) -> list[float | None]:
-        """The smoothed speeds of the training members (``None`` for the other ranks)."""
         active = self._active()
         return [s if r in active else None for r, s in enumerate(self._smoothed)]
 
@@ -548,7 +543,6 @@ class ElChe:
             setattr(self, attr, read(state[key]))
 
     def _per_rank(self, name: str, values: Sequence[Any]) -> list[Any]:
-        """``values``, one per rank, checked."""
         vals = list(values)
         if len(vals) != self.world_size:
             raise ConfigError(f"{name} has {len(vals)} entries for {self.world_size} ranks")

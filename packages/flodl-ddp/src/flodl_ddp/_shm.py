@@ -32,7 +32,6 @@ Specs = Sequence[tuple[int, torch.dtype]]  # one (numel, dtype) per tensor of a 
 
 
 def _shm_dir() -> str:
-    """``/dev/shm`` where it is a writable folder (Linux: RAM-backed), else the temp folder."""
     ok = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
     return "/dev/shm" if ok else tempfile.gettempdir()
 
@@ -127,8 +126,6 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
 
 
 def _ours(path: str, st: os.stat_result) -> bool:
-    """Whether ``path`` is a file this run could have made: ``flodl-ddp-*.shm`` in the
-    shared-memory folder, a regular file owned by this user that nobody else may write."""
     name = os.path.basename(path)
     return (
         os.path.dirname(os.path.abspath(path)) == os.path.abspath(_shm_dir())
