@@ -433,6 +433,28 @@ def torchrun_worker(rank: int, port: int, world: int, out_dir: str, epochs: int,
                 results[f"unused_{on}"] = str(e)
         write_result(out_dir, rank, results)
 
+        # micro-batches in sync: DDP reduces the gradients once per batch, after its last part
+        # (bf16_wire runs flodl's comm hook, whose all-reduce calls are counted here)
+        reduce, calls = torch.distributed.all_reduce, [0]
+
+        def counted(*a: Any, **kw: Any) -> Any:
+            calls[0] += 1
+            return reduce(*a, **kw)
+
+        torch.distributed.all_reduce = counted
+        try:
+            for k in (1, 4):
+                calls[0] = 0
+                h = builder("cpu-sync", 2).micro_batches(k).bf16_wire().run()
+                state = h.join(timeout=60)
+                results[f"micro{k}"] = {
+                    "params": [float(v.double().sum()) for v in state.params.values()],
+                    "all_reduces": calls[0],
+                }
+        finally:
+            torch.distributed.all_reduce = reduce
+        write_result(out_dir, rank, results)
+
         # float16 with loss scaling in sync: DDP averages the scaled gradients, so every rank
         # unscales, clips and skips alike and the replicas stay one model
         b = Trainer.builder(make_model, make_adam, fp16_step).dataset((x, y)).batch_size(16)

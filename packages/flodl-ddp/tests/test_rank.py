@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 
@@ -27,16 +28,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 import ddp_trainer_fixtures as fx
 
 
-def _engine(grad_scaler: bool = False, resume: str | None = None) -> RankEngine:
+def _engine(
+    grad_scaler: bool = False, resume: str | None = None, micro: int = 1, optim: Any = fx.make_adam
+) -> RankEngine:
     x, y = fx.make_data(128)
     cfg = (
-        Trainer.builder(fx.make_model, fx.make_adam, fx.mse_step)
+        Trainer.builder(fx.make_model, optim, fx.mse_step)
         .dataset((x, y))
         .batch_size(16)
         .num_epochs(2)
         .devices(["cpu"])
         .mode("cpu-cadence")
         .grad_scaler(grad_scaler)
+        .micro_batches(micro)
         .build_config()
     )
     spec = check_config(replace(cfg, resume=resume))
@@ -52,7 +56,7 @@ def _engine(grad_scaler: bool = False, resume: str | None = None) -> RankEngine:
         StaticWorld(1),
     )
     torch.manual_seed(spec.seed)
-    return RankEngine(spec, ctx, fx.make_model(), fx.make_adam)
+    return RankEngine(spec, ctx, fx.make_model(), optim)
 
 
 def _train_epoch(engine: RankEngine, epoch: int, blow_up: int | None = None) -> None:
@@ -164,3 +168,29 @@ def test_the_loss_scale_survives_a_checkpoint(tmp_path: Path) -> None:
     assert _engine(resume=str(tmp_path)).scaler.state_dict() == {}
     save_checkpoint_from(_engine(), 1, tmp_path)
     assert _engine(grad_scaler=True, resume=str(tmp_path)).scaler.get_scale() == 65536.0
+
+
+@pytest.mark.parametrize("optim", [fx.make_sgd, fx.make_adam])
+def test_micro_batches_train_as_their_whole_batch_would(optim: Any) -> None:
+    """Four parts of 4 samples, their gradients weighted by their share and added up, make one
+    optimizer step on the batch of 16's mean gradient: the same weights as whole batches, to
+    float32 rounding, with one optimizer step per batch and four step(loss) calls (SGD: a
+    gradient of the wrong scale would show; Adam: a step per part would)."""
+    whole, parts = _engine(optim=optim), _engine(micro=4, optim=optim)
+    rng = torch.get_rng_state()
+    _train_epoch(whole, 0)
+    torch.set_rng_state(rng)
+    calls = []
+    try:
+        for batch in parts.epoch(0):
+            calls.append(len(batch[0]))
+            parts.step(nn.functional.mse_loss(parts.forward_model(batch[0]), batch[1]))
+    finally:
+        parts.sink.uninstall()
+    assert calls == [4] * 4 * parts.batches_per_epoch
+    if optim is fx.make_adam:
+        steps = {int(s["step"]) for s in parts.optimizer.state.values()}
+        assert steps == {parts.batches_per_epoch}
+    for a, b in zip(_params(whole), _params(parts), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert parts.metrics[-1].avg_loss == pytest.approx(whole.metrics[-1].avg_loss, rel=1e-5)

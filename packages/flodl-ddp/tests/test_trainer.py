@@ -69,6 +69,7 @@ def _builder(n: int = 256, epochs: int = 2, step: Any = fx.mse_step) -> Any:
         (lambda b: b.bf16_wire(1), "bf16_wire must be True or False, got 1"),
         (lambda b: b.grad_scaler("yes"), "grad_scaler must be True or False, got 'yes'"),
         (lambda b: b.num_workers(-1), "num_workers must be an int >= 0, got -1"),
+        (lambda b: b.micro_batches(0), "micro_batches must be an int >= 1, got 0"),
     ],
 )
 def test_builder_refuses_bad_values(call: Any, needle: str) -> None:
@@ -82,6 +83,11 @@ def test_config_refuses_a_non_bool_switch() -> None:
     cfg.timeline = "yes"  # type: ignore[assignment]
     with pytest.raises(ConfigError, match="timeline must be True or False, got 'yes'"):
         check_config(cfg)
+
+
+def test_more_micro_batches_than_samples_per_batch_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"micro_batches \(32\) exceeds batch_size \(16\)"):
+        _builder().micro_batches(32).run()  # refused before any rank starts
 
 
 def test_unknown_mode_lists_all_six() -> None:

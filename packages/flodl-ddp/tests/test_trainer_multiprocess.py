@@ -442,6 +442,19 @@ def test_sync_trains_a_model_with_unused_parameters_when_told(
         assert "find_unused_parameters" in res["unused_False"], res["unused_False"]
 
 
+def test_micro_batches_in_sync_reduce_once_per_batch(
+    torchrun_results: list[dict[str, Any]],
+) -> None:
+    """Four parts per batch: the replicas stay one model, close to whole batches' (rounding),
+    and the gradients go to all-reduce once a step, as many times as whole batches', not once
+    per part."""
+    r0, r1 = (r["micro4"] for r in torchrun_results)
+    whole = torchrun_results[0]["micro1"]
+    assert r0["params"] == r1["params"]
+    assert r0["params"] == pytest.approx(whole["params"], rel=1e-3)
+    assert r0["all_reduces"] == whole["all_reduces"] > 0
+
+
 def test_float16_with_loss_scaling_trains_one_model_in_sync(
     torchrun_results: list[dict[str, Any]],
 ) -> None:

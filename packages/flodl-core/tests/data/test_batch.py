@@ -62,3 +62,20 @@ def test_to_equality_and_repr() -> None:
     other = Batch([b[0] + 1, b[1]], b.names)
     assert other != b
     assert repr(b) == "Batch(image=(3, 2) float32, label=(3,) int64)"
+
+
+def test_split_cuts_every_tensor_into_consecutive_named_parts() -> None:
+    b = Batch([torch.arange(14.0).reshape(7, 2), torch.arange(7)], ["image", "label"])
+    parts = b.split(3)  # 7 samples: 3, 2, 2 (torch.tensor_split)
+    assert [len(p["label"]) for p in parts] == [3, 2, 2]
+    assert all(p.names == ("image", "label") for p in parts)
+    assert torch.equal(torch.cat([p["image"] for p in parts]), b["image"])
+    assert torch.equal(torch.cat([p[1] for p in parts]), b[1])
+    assert parts[1]["image"].data_ptr() == b["image"][3].data_ptr()  # views, not copies
+    assert b.split(1) == [b]
+
+
+@pytest.mark.parametrize(("parts", "match"), [(4, "batch of 3 samples into 4 parts"), (0, "parts")])
+def test_split_refuses_more_parts_than_samples(parts: int, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        make().split(parts)

@@ -67,6 +67,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _watch_stdin() -> None:
+    """Stop torchrun (and so its ranks) once stdin closes; SIGKILL what is left after a grace."""
     with contextlib.suppress(Exception):
         while sys.stdin.buffer.readline():
             pass

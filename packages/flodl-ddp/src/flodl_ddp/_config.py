@@ -21,6 +21,7 @@ class _RunOptions:
     dataset: Any = None
     batch_size: int | None = None
     num_workers: int = 0
+    micro_batches: int = 1
     num_epochs: int | None = None
     mode: str | Mode = "nccl-cadence"
     bf16_wire: bool = False

@@ -301,6 +301,8 @@ class ElChe:
         self._history.append(list(self._counts))
 
     def _read(self, rank: int, ms: float) -> None:
+        """One valid reading of ``rank``: the first into an empty window is provisional and the
+        next replaces it."""
         window = self._windows[rank]
         if self._provisional[rank]:
             window.clear()

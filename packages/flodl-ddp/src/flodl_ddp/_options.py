@@ -137,6 +137,7 @@ RULES: dict[str, Rule] = {
     "lr_scale_ratio": _optional(_number("lr_scale_ratio", ge=0.0)),
     "seed": _int("seed", 0),
     "num_workers": _int("num_workers", 0),
+    "micro_batches": _int("micro_batches", 1),
     "slowdown": _optional(check_slowdown),
     "timeout_s": _number("timeout_s", gt=0.0),
     "reports_per_epoch": _int("reports_per_epoch", 0),
@@ -161,6 +162,7 @@ class RunSpec:
     dataset: Any
     batch_size: int
     num_workers: int
+    micro_batches: int
     num_epochs: int
     mode: Mode
     bf16_wire: bool
@@ -222,6 +224,10 @@ def check_config(cfg: Any, *, need_epochs: bool = True) -> RunSpec:
     for name in ("num_epochs", "batch_size"):
         if v[name] is None and (need_epochs or name == "batch_size"):
             raise ConfigError(f"{name} is required: call .{name}(n)")
+    if v["micro_batches"] > v["batch_size"]:
+        raise ConfigError(
+            f"micro_batches ({v['micro_batches']}) exceeds batch_size ({v['batch_size']})"
+        )
     if v["max_anchor"] < v["anchor"]:
         raise ConfigError(f"max_anchor ({v['max_anchor']}) must be >= anchor ({v['anchor']})")
     if v["easgd_alpha"] is not None and mode.name != "cpu-async":

@@ -106,6 +106,7 @@ class RankEngine(EngineState):
             load_checkpoint_into(self, spec.resume)
         self.forward_model, self._hook = self._wrap_for_sync()
         self._ddp_forward, self._stepped, self._compute_s = False, True, 0.0
+        self._last, self._share = True, 1.0  # the batch's part being trained
         warm_up(self.device, self.model)
         if self.world > 1 and not self.elastic:  # or ElChe's first timings carry the ranks'
             self.comm.barrier("start")  # skew in building the optimizer (lazy torch imports)
@@ -223,7 +224,8 @@ class RankEngine(EngineState):
             self._compute_s += now() - t
 
     def step(self, loss: Tensor) -> None:
-        """Backward, per-rank clipping, optimizer step, zero_grad; the loss is recorded."""
+        """Backward, then (at a batch's last micro-batch) per-rank clipping, optimizer step and
+        zero_grad; the loss is recorded."""
         if not isinstance(loss, Tensor) or loss.numel() != 1:
             shape = f" of shape {tuple(loss.shape)}" if isinstance(loss, Tensor) else ""
             raise ConfigError(
@@ -240,7 +242,7 @@ class RankEngine(EngineState):
             )
         self._ddp_forward = False
         try:
-            self.scaler.scale(loss).backward()
+            self.scaler.scale(loss * self._share).backward()
         except RuntimeError as e:  # sync: a rank that left its epoch ends the gradient exchange
             gone: list[int] = []
             with contextlib.suppress(Exception):  # the store may have gone with that rank
@@ -249,26 +251,34 @@ class RankEngine(EngineState):
                 raise
             self.left = left_early(gone[0], "the epoch")
             raise PeerError(self.left, rank=self.rank) from e
+        self.ledger.add_loss(loss * self._share)
+        self._stepped = True
+        if not self._last:  # a micro-batch: its gradients add up with the next ones'
+            return
         if self.spec.max_grad_norm is not None:
             self.scaler.unscale_(self.optimizer)  # clip the true gradients
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.spec.max_grad_norm)
         self.scaler.step(self.optimizer)  # skipped when a gradient is inf / NaN
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        self.ledger.add_loss(loss)
-        self._stepped = True
 
     def _run_batch(self, batch: Any) -> Iterator[Any]:
+        """One batch, yielded as its ``micro_batches`` parts: one ``step(loss)`` each, the
+        optimizer's at the last (DDP reduces the gradients then, once)."""
         self.ctx.beacon.batch()
-        t = now()
-        self._stepped = False
-        yield batch
-        if not self._stepped:
-            self._stepped = True  # no batch is open any more: a late step() is refused too
-            raise DdpError(
-                "a batch was taken from the epoch without step(loss): call step(loss) once per "
-                "batch (the ranks count batches to know when to average)"
-            )
+        t, parts = now(), batch.split(self.spec.micro_batches)
+        for i, part in enumerate(parts):
+            self._stepped, self._last = False, i == len(parts) - 1
+            self._share = len(part[0]) / len(batch[0])  # of the batch's mean loss
+            if self._hook is not None:
+                self.forward_model.require_backward_grad_sync = self._last
+            yield part
+            if not self._stepped:
+                self._stepped = True  # no batch is open any more: a late step() is refused too
+                raise DdpError(
+                    "a batch was taken from the epoch without step(loss): call step(loss) once "
+                    "per batch (the ranks count batches to know when to average)"
+                )
         self.slowdown.after_batch(t)
         self._compute_s += now() - t
         self.ledger.tick(self.device)

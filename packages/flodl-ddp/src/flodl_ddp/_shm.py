@@ -126,6 +126,8 @@ def _create(size: int) -> tuple[mmap.mmap, bytes]:
 
 
 def _ours(path: str, st: os.stat_result) -> bool:
+    """Whether ``path`` is a file this run could have made: ``flodl-ddp-*.shm`` in the
+    shared-memory folder, a regular file owned by this user that nobody else may write."""
     name = os.path.basename(path)
     return (
         os.path.dirname(os.path.abspath(path)) == os.path.abspath(_shm_dir())

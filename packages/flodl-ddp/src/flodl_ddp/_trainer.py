@@ -57,6 +57,11 @@ class TrainerBuilder:
         """Samples per batch, per rank (> 0)."""
         return self._set("batch_size", n)
 
+    def micro_batches(self, k: int) -> TrainerBuilder:
+        """Cut each batch into ``k`` parts trained one by one, their gradients added up before
+        one optimizer step (gradient accumulation: ``batch_size / k`` samples in memory)."""
+        return self._set("micro_batches", k)
+
     def num_workers(self, n: int) -> TrainerBuilder:
         """Threads per rank reading streamed batches side by side (map-style datasets stream;
         :class:`flodl_core.DataLoader`'s option; default 0: one background thread)."""

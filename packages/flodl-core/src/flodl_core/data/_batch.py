@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import Tensor
 
+from .._checks import check_int
 from .._device import DeviceLike, resolve_device
 from .._errors import ConfigError, PathError
 
@@ -101,6 +102,21 @@ class Batch:
         dev = resolve_device(device)
         moved = tuple(t.to(dev, non_blocking=non_blocking) for t in self._tensors)
         return Batch._trusted(moved, self._names, self._index)
+
+    def split(self, parts: int) -> list[Batch]:
+        """The batch cut along dim 0 into ``parts`` consecutive batches with the same names, their
+        sizes as equal as they can be (``torch.tensor_split``; views, no copy): micro-batches
+        whose gradients add up to the whole batch's. ``split(1)`` is ``[self]``."""
+        n = check_int(parts, "parts", ge=1)
+        rows = len(self._tensors[0]) if self._tensors else 0
+        if n > rows:
+            raise ConfigError(f"cannot split a batch of {rows} samples into {n} parts")
+        if n == 1:
+            return [self]
+        cut = [torch.tensor_split(t, n) for t in self._tensors]
+        return [
+            Batch._trusted(tuple(c[i] for c in cut), self._names, self._index) for i in range(n)
+        ]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Batch):
