@@ -147,7 +147,9 @@ class Averager:
         torch._foreach_sub_(local, new)
         diff, norm = _norm(local), _norm(new)
         torch._foreach_copy_(local, new)
-        return diff / norm if norm > 0.0 else (0.0 if diff == 0.0 else math.inf)
+        if norm <= 0.0:
+            return 0.0 if diff == 0.0 else math.inf
+        return diff / norm
 
     def final_params(self) -> list[Tensor] | None:
         """The consensus to report as the run's result when the replicas differ (EASGD)."""

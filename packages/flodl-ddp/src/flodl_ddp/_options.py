@@ -224,10 +224,8 @@ def check_config(cfg: Any, *, need_epochs: bool = True) -> RunSpec:
     for name in ("num_epochs", "batch_size"):
         if v[name] is None and (need_epochs or name == "batch_size"):
             raise ConfigError(f"{name} is required: call .{name}(n)")
-    if v["micro_batches"] > v["batch_size"]:
-        raise ConfigError(
-            f"micro_batches ({v['micro_batches']}) exceeds batch_size ({v['batch_size']})"
-        )
+    if (parts := v["micro_batches"]) > v["batch_size"]:
+        raise ConfigError(f"micro_batches ({parts}) exceeds batch_size ({v['batch_size']})")
     if v["max_anchor"] < v["anchor"]:
         raise ConfigError(f"max_anchor ({v['max_anchor']}) must be >= anchor ({v['anchor']})")
     if v["easgd_alpha"] is not None and mode.name != "cpu-async":

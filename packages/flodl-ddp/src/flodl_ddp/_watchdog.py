@@ -62,7 +62,8 @@ class Watchdog:
         self.progress, self.phase, self.kill, self.clock = progress, phase, kill, clock
         self.hang_s, self.stop_s, self.wait_s = float(hang_s), float(stop_s), float(wait_s)
         n = len(progress)
-        self._seen, self._since = [(-1, -1)] * n, [clock()] * n  # (progress, phase); its time
+        self._seen = [(-1, -1)] * n  # (progress, phase) last time it changed
+        self._since = [clock()] * n
         self._stopped_since: list[float | None] = [None] * n
         self.verdicts: list[tuple[int, str, float]] = []
 
